@@ -1,0 +1,48 @@
+# Everything runs from the project's own virtual environment; `make install` creates it.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: install run test lint format bench build deploy clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "fairqueue needs Python 3.11 or newer")'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+# The local loop: embedded Postgres unless DATABASE_URL is set, example workload, cron handler
+# invoked as Lambda would every few seconds until the backlog is drained.
+run: install
+	$(BIN)/fairqueue run --handler functions/cron/app.py:handler
+
+test: install
+	$(BIN)/pytest
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+	$(BIN)/cfn-lint template.yaml
+	$(BIN)/sam validate --lint --template template.yaml
+
+format: install
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+bench: install
+	$(BIN)/python -m bench
+
+build: install
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/sam build --template template.yaml
+
+# Needs AWS credentials and a VPC-reachable Postgres; see README "Deploy".
+deploy: build
+	$(BIN)/sam deploy --guided
+
+clean:
+	rm -rf .aws-sam .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,145 @@
+"""The claim and every transition after it.
+
+A claim is one transaction: the candidate rows are locked ``FOR UPDATE OF jobs SKIP LOCKED``
+and flipped to running with ``attempts + 1`` and a lease, so a second claimer loses. Every later
+transition names the claimer (``locked_by``) and applies only while the job is still running
+under it: an invocation that lost its job to a rescue changes nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+from uuid import UUID
+
+from .db import Connection
+from .plans import PLANS, Plans
+from .queries import query
+
+
+@dataclass(frozen=True)
+class ClaimedJob:
+    id: UUID
+    type: str
+    payload: dict[str, Any]
+    tenant_id: str | None
+    group_id: str | None
+    attempts: int
+    max_attempts: int
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> ClaimedJob:
+        return cls(
+            id=row["id"],
+            type=row["type"],
+            payload=row["payload"],
+            tenant_id=row["tenant_id"],
+            group_id=row["group_id"],
+            attempts=row["attempts"],
+            max_attempts=row["max_attempts"],
+        )
+
+
+# Candidates read per claim, as a multiple of the batch, so rows another claimer holds can be
+# skipped without coming back empty.
+POOL_FACTOR = 4
+
+
+def claim_batch(
+    conn: Connection,
+    job_type: str,
+    *,
+    batch: int,
+    lease_s: float,
+    locked_by: str,
+    run_id: UUID | None = None,
+    plans: Plans = PLANS,
+) -> list[ClaimedJob]:
+    """Claim up to ``batch`` jobs of a type in fair order, in one transaction."""
+    with conn.transaction():
+        conn.execute(query("expire_served"))
+        rows = conn.execute(
+            query("claim_batch"),
+            {
+                "type": job_type,
+                "batch": batch,
+                "pool": batch * POOL_FACTOR,
+                "lease_s": lease_s,
+                "locked_by": locked_by,
+                "run_id": run_id,
+                **plans.claim_params(),
+            },
+        ).fetchall()
+    return [ClaimedJob.from_row(row) for row in rows]
+
+
+def has_claimable(conn: Connection, job_type: str) -> bool:
+    row = conn.execute(query("has_claimable"), {"type": job_type}).fetchone()
+    return bool(row and row["exists"])
+
+
+def complete(conn: Connection, job_id: UUID, locked_by: str) -> bool:
+    """Mark done; False when the job is no longer this claimer's."""
+    return (
+        conn.execute(query("complete"), {"id": job_id, "locked_by": locked_by}).fetchone()
+        is not None
+    )
+
+
+@dataclass(frozen=True)
+class RetryOutcome:
+    status: str
+    run_after: datetime
+
+
+def retry_or_fail(
+    conn: Connection, job_id: UUID, locked_by: str, error: str, *, backoff_unit_s: float = 60.0
+) -> RetryOutcome | None:
+    """Back to pending after 2^attempts units (minutes by default), or failed when used up."""
+    row = conn.execute(
+        query("retry_or_fail"),
+        {"id": job_id, "locked_by": locked_by, "error": error, "unit_s": backoff_unit_s},
+    ).fetchone()
+    if row is None:
+        return None
+    return RetryOutcome(status=str(row["status"]), run_after=row["run_after"])
+
+
+def fail_now(conn: Connection, job_id: UUID, locked_by: str, error: str) -> bool:
+    """Failed at once, no retries (a payload that no longer validates)."""
+    row = conn.execute(query("fail_now"), {"id": job_id, "locked_by": locked_by, "error": error})
+    return row.fetchone() is not None
+
+
+def defer(conn: Connection, job_id: UUID, locked_by: str, until: datetime | timedelta) -> bool:
+    """Back to pending at ``until`` with the claim's attempt undone."""
+    if isinstance(until, timedelta):
+        found = conn.execute("select now() + %s as at", (until,)).fetchone()
+        assert found is not None
+        at = found["at"]
+    else:
+        at = until
+    row = conn.execute(query("defer"), {"id": job_id, "locked_by": locked_by, "until": at})
+    return row.fetchone() is not None
+
+
+def release(conn: Connection, job_ids: list[UUID], locked_by: str) -> int:
+    """Give back claimed jobs that never started, attempt undone."""
+    if not job_ids:
+        return 0
+    rows = conn.execute(query("release"), {"ids": job_ids, "locked_by": locked_by}).fetchall()
+    return len(rows)
+
+
+@dataclass(frozen=True)
+class AbandonedJob:
+    job: ClaimedJob
+    error: str
+
+
+def fail_abandoned(conn: Connection, *, limit: int = 500) -> list[AbandonedJob]:
+    """Fail jobs whose invocation died on their last attempt; returns them for give-up hooks."""
+    with conn.transaction():
+        rows = conn.execute(query("fail_abandoned"), {"limit": limit}).fetchall()
+    return [AbandonedJob(ClaimedJob.from_row(row), str(row["last_error"])) for row in rows]

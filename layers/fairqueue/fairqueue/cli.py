@@ -1,0 +1,237 @@
+"""The ``fairqueue`` command."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from . import cron, local
+from .db import connect
+from .embedded import embedded_dsn
+from .errors import DatabaseUnavailable, FairqueueError
+from .example import seed_workload
+from .jobs import enqueue
+from .migrate import migrate
+from .plans import PLANS
+from .runs import RunRow, recent_runs
+from .status import queue_status
+
+EMBEDDED_DATA_DIR = Path(".pgdata")
+
+
+def resolve_database(args: argparse.Namespace) -> str:
+    """--database-url, else DATABASE_URL, else (outside production) the embedded Postgres."""
+    url: str | None = args.database_url or os.environ.get("DATABASE_URL")
+    if url:
+        return url
+    if os.environ.get("FAIRQUEUE_ENV") == "production":
+        raise DatabaseUnavailable("FAIRQUEUE_ENV=production needs DATABASE_URL or --database-url")
+    print(f"no DATABASE_URL: using the embedded Postgres in {EMBEDDED_DATA_DIR}/", file=sys.stderr)
+    return embedded_dsn(EMBEDDED_DATA_DIR)
+
+
+def cmd_migrate(args: argparse.Namespace) -> int:
+    with connect(resolve_database(args)) as conn:
+        applied = migrate(conn)
+    print("applied: " + ", ".join(applied) if applied else "up to date")
+    return 0
+
+
+def cmd_enqueue(args: argparse.Namespace) -> int:
+    cron.load_stages(args.stages)  # declaring the stages makes their types known
+    try:
+        payload = json.loads(args.payload)
+    except json.JSONDecodeError as exc:
+        raise FairqueueError(f"the payload is not valid JSON: {exc}") from None
+    with connect(resolve_database(args)) as conn:
+        job_id = enqueue(
+            conn,
+            args.type,
+            payload,
+            tenant_id=args.tenant,
+            group_id=args.group,
+            dedupe_key=args.dedupe_key,
+        )
+    print(job_id if job_id is not None else "deduplicated: an open job has that key")
+    return 0
+
+
+def cmd_tick(args: argparse.Namespace) -> int:
+    dsn = resolve_database(args)
+    stages = cron.load_stages(args.stages)
+    cache = cron.ConnectionCache(lambda: dsn)
+    event = cron.ScheduledEvent.parse(local.scheduled_event())
+    result = cron.invoke(cache, stages, event, local.LocalContext())
+    print(json.dumps(cron.CronAnswer.of(result).model_dump(), indent=2))
+    return 0 if result.stop_reason != "error" else 1
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    dsn = resolve_database(args)
+    os.environ["DATABASE_URL"] = dsn
+    os.environ.setdefault("POWERTOOLS_SERVICE_NAME", "fairqueue-cron")
+    os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "fairqueue")
+    os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
+    os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
+    if args.stages:
+        os.environ["FAIRQUEUE_STAGES"] = args.stages
+    with connect(dsn) as conn:
+        migrate(conn)
+        if (
+            not args.no_seed
+            and (os.environ.get("FAIRQUEUE_STAGES") or cron.DEFAULT_STAGES) == cron.DEFAULT_STAGES
+        ):
+            seeded = seed_workload(conn, seed=args.seed)
+            if seeded:
+                print(f"enqueued the example workload: {seeded} documents (seed {args.seed})")
+    handler = local.load_handler(args.handler)
+    _stop_on_signals()
+    print_run_header()
+    while True:
+        answer = handler(local.scheduled_event(), local.LocalContext())
+        with connect(dsn) as conn:
+            print_run(recent_runs(conn, 1)[0])
+            drained = is_drained(conn)
+        if cron.stop_requested.is_set():
+            print("stopped: the batch in flight finished and its run row is written")
+            return 0
+        if isinstance(answer, dict) and answer.get("stopReason") == "error":
+            print(f"the run stopped on an error: {answer.get('error')}", file=sys.stderr)
+        if drained:
+            with connect(dsn) as conn:
+                print_status(conn)
+            return 0
+        _sleep_unless_stopped(args.interval)
+
+
+def is_drained(conn: Any) -> bool:
+    """Nothing due, nothing running, nothing that comes due within the next minute."""
+    row = conn.execute(
+        "select count(*) as n from fairqueue.jobs"
+        " where status = 'running'"
+        "    or (status = 'pending' and run_after <= now() + interval '1 minute')"
+    ).fetchone()
+    return bool(row["n"] == 0)
+
+
+def _stop_on_signals() -> None:
+    def request_stop(signum: int, frame: FrameType | None) -> None:
+        if cron.stop_requested.is_set():
+            raise KeyboardInterrupt
+        print("\nstopping after the batch in flight (Ctrl-C again to abort)", file=sys.stderr)
+        cron.stop_requested.set()
+
+    signal.signal(signal.SIGINT, request_stop)
+    signal.signal(signal.SIGTERM, request_stop)
+
+
+def _sleep_unless_stopped(seconds: float) -> None:
+    cron.stop_requested.wait(seconds)
+
+
+RUN_COLUMNS = ("started", "trigger", "stop_reason", "done", "failed", "deferred", "units", "secs")
+
+
+def print_run_header() -> None:
+    print("{:<19} {:<9} {:<16} {:>5} {:>6} {:>8} {:>5} {:>6}".format(*RUN_COLUMNS))
+
+
+def print_run(run: RunRow) -> None:
+    seconds = (run.finished_at - run.started_at).total_seconds() if run.finished_at else 0.0
+    print(
+        f"{run.started_at:%Y-%m-%d %H:%M:%S} {run.trigger:<9} {run.stop_reason or 'open':<16}"
+        f" {run.jobs_done:>5} {run.jobs_failed:>6} {run.jobs_deferred:>8} {run.quota_units:>5}"
+        f" {seconds:>6.1f}" + (f"  error: {run.error}" if run.error else "")
+    )
+
+
+def print_status(conn: Any) -> None:
+    rows = queue_status(conn)
+    header = ("type", "backlog", "scheduled", "running", "stuck", "failed", "done")
+    print("{:<12} {:>7} {:>9} {:>7} {:>5} {:>6} {:>6}".format(*header))
+    for r in rows:
+        print(
+            f"{r.type:<12} {r.backlog:>7} {r.scheduled:>9} {r.running:>7} {r.stuck:>5}"
+            f" {r.failed:>6} {r.done:>6}"
+        )
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    with connect(resolve_database(args)) as conn:
+        print_status(conn)
+    return 0
+
+
+def cmd_runs(args: argparse.Namespace) -> int:
+    with connect(resolve_database(args)) as conn:
+        print_run_header()
+        for run in recent_runs(conn, args.limit):
+            print_run(run)
+    return 0
+
+
+def cmd_plans(args: argparse.Namespace) -> int:
+    print(PLANS.table())
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="fairqueue", description=__doc__)
+    parser.add_argument("--database-url", help="default: DATABASE_URL, else the embedded Postgres")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    sub.add_parser("migrate", help="apply the schema migrations").set_defaults(func=cmd_migrate)
+
+    p = sub.add_parser("enqueue", help="enqueue one job")
+    p.add_argument("type")
+    p.add_argument("payload", help="a JSON object")
+    p.add_argument("--tenant")
+    p.add_argument("--group")
+    p.add_argument("--dedupe-key")
+    p.add_argument("--stages", help="module:attribute of the stage list (FAIRQUEUE_STAGES)")
+    p.set_defaults(func=cmd_enqueue)
+
+    p = sub.add_parser("tick", help="one invocation, as the scheduled Lambda runs it")
+    p.add_argument("--stages", help="module:attribute of the stage list (FAIRQUEUE_STAGES)")
+    p.set_defaults(func=cmd_tick)
+
+    p = sub.add_parser("run", help="the local loop: invoke the cron handler until drained")
+    p.add_argument("--handler", default="functions/cron/app.py:handler")
+    p.add_argument("--stages", help="module:attribute of the stage list (FAIRQUEUE_STAGES)")
+    p.add_argument("--interval", type=float, default=3.0, help="seconds between invocations")
+    p.add_argument("--seed", type=int, default=7, help="seed of the example workload")
+    p.add_argument("--no-seed", action="store_true", help="do not enqueue the example workload")
+    p.set_defaults(func=cmd_run)
+
+    sub.add_parser("status", help="backlog, stuck and failed per type").set_defaults(
+        func=cmd_status
+    )
+
+    p = sub.add_parser("runs", help="the last runs, newest first")
+    p.add_argument("--limit", type=int, default=20)
+    p.set_defaults(func=cmd_runs)
+
+    sub.add_parser("plans", help="the plans and how they rank").set_defaults(func=cmd_plans)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except FairqueueError as exc:
+        print(f"fairqueue: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,31 @@
+"""An embedded Postgres for development and tests, when no DATABASE_URL is given.
+
+It comes from the ``pgserver`` wheel, a development dependency: production never imports this.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from .errors import DatabaseUnavailable
+
+
+def embedded_dsn(data_dir: Path, *, keep_running: bool = False) -> str:
+    """Start (or join) a Postgres whose data lives in ``data_dir``; returns its DSN.
+
+    The server stops when the last process using it exits, unless ``keep_running``.
+    """
+    # platformdirs warns when XDG_RUNTIME_DIR is unset (containers, CI); give it a private one.
+    os.environ.setdefault("XDG_RUNTIME_DIR", tempfile.mkdtemp(prefix="fairqueue-xdg-"))
+    try:
+        import pgserver
+    except ImportError as exc:
+        raise DatabaseUnavailable(
+            "no DATABASE_URL and no embedded Postgres: install the dev extra "
+            "(pip install -e '.[dev]', or `make install`) or set DATABASE_URL"
+        ) from exc
+    data_dir.mkdir(parents=True, exist_ok=True)
+    server = pgserver.get_server(data_dir, cleanup_mode=None if keep_running else "stop")
+    return str(server.get_uri())

@@ -1,0 +1,33 @@
+"""Errors a caller can act on. Each message names what was wrong."""
+
+
+class FairqueueError(Exception):
+    """Base class of every error fairqueue raises on purpose."""
+
+
+class ConfigurationError(FairqueueError):
+    """A setting is missing or malformed."""
+
+
+class DatabaseUnavailable(FairqueueError):
+    """No database URL was given, or the database could not be reached."""
+
+
+class UnknownJobType(FairqueueError):
+    """A job type that no Stage declares in this process."""
+
+
+class InvalidPayload(FairqueueError):
+    """A payload that fails its stage's model, or is not JSON."""
+
+
+class PayloadTooLarge(FairqueueError):
+    """A payload over the size limit."""
+
+
+class UnknownPlan(FairqueueError):
+    """A plan name that PLANS does not define."""
+
+
+class UnknownQuota(FairqueueError):
+    """A quota name with no row in the quotas table."""

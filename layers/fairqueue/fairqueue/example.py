@@ -1,0 +1,180 @@
+"""The example pipeline: a small document workflow that needs no outside service.
+
+Read top to bottom, it shows every rule of the pipeline:
+
+- ``ingest`` is cheap and flaky: a document may fail a few times before it succeeds
+  (retries with backoff), then it asks for a ``search``.
+- ``search`` generates work and spends the shared ``search_api`` quota: when the quota
+  cannot pay, the job is deferred until it resets (no attempt burned), and a run that finds
+  the quota at its reserve stops with ``quota_reserve``. It is last in the list, so the
+  cheaper stages ahead of it finish what exists before more is started.
+- ``summarize`` is paid work: it costs credits, and a summary that can never succeed is
+  refunded by its give-up hook, which enqueues a ``refund``.
+- ``refund`` is first: money owed back goes before anything else.
+
+Everything a handler does follows from its payload, and ``seed_workload`` draws payloads from
+a seeded generator, so a run with the same seed does the same work.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from datetime import timedelta
+
+from pydantic import BaseModel, Field
+
+from .db import Connection
+from .jobs import enqueue
+from .quotas import define_quota
+from .stage import Job, Stage
+from .status import open_jobs
+from .tenants import set_plan
+
+log = logging.getLogger("fairqueue.example")
+
+SEARCH_QUOTA = "search_api"
+
+
+class TransientError(Exception):
+    """An upstream hiccup: worth a retry."""
+
+
+class IngestPayload(BaseModel):
+    doc: str = Field(min_length=1)
+    failures_before_success: int = Field(default=0, ge=0, le=5)
+
+
+class SearchPayload(BaseModel):
+    doc: str = Field(min_length=1)
+    results: int = Field(ge=0, le=5)
+
+
+class SummarizePayload(BaseModel):
+    doc: str = Field(min_length=1)
+    result: int = Field(ge=0)
+    credits: int = Field(ge=1)
+    unsummarizable: bool = False
+
+
+class RefundPayload(BaseModel):
+    job_id: str
+    credits: int = Field(ge=1)
+    reason: str
+
+
+def refund(job: Job) -> None:
+    payload = RefundPayload.model_validate(job.payload)
+    log.info("refunding %s credits to %s for %s", payload.credits, job.tenant_id, payload.job_id)
+
+
+def ingest(job: Job) -> None:
+    payload = IngestPayload.model_validate(job.payload)
+    if job.attempts <= payload.failures_before_success:
+        raise TransientError(f"{payload.doc}: upstream timed out on attempt {job.attempts}")
+    results = sum(map(ord, payload.doc)) % 4
+    job.enqueue("search", {"doc": payload.doc, "results": results}, dedupe_key=f"search:{job.id}")
+
+
+def search(job: Job) -> None:
+    payload = SearchPayload.model_validate(job.payload)
+    job.spend(SEARCH_QUOTA, 1)
+    for result in range(payload.results):
+        job.enqueue(
+            "summarize",
+            {
+                "doc": payload.doc,
+                "result": result,
+                "credits": 2,
+                "unsummarizable": (sum(map(ord, payload.doc)) + result) % 5 == 0,
+            },
+        )
+
+
+def summarize(job: Job) -> None:
+    payload = SummarizePayload.model_validate(job.payload)
+    if payload.unsummarizable:
+        raise ValueError(f"{payload.doc}#{payload.result}: nothing to summarize")
+
+
+def refund_summary(job: Job, error: str) -> None:
+    """Give-up hook: paid work that will never finish is paid back."""
+    credits = int(job.payload.get("credits", 0))
+    if credits > 0:
+        job.enqueue(
+            "refund",
+            {"job_id": str(job.id), "credits": credits, "reason": error[:200]},
+            dedupe_key=f"refund:{job.id}",
+        )
+
+
+# Short retry and lease windows so `make run` shows retries and recovery within a minute.
+STAGES = [
+    Stage("refund", batch=50, handler=refund, payload_model=RefundPayload),
+    Stage(
+        "summarize",
+        batch=10,
+        concurrency=5,
+        handler=summarize,
+        payload_model=SummarizePayload,
+        max_attempts=2,
+        backoff_unit_s=2,
+        on_give_up=refund_summary,
+    ),
+    Stage(
+        "ingest",
+        batch=25,
+        concurrency=5,
+        handler=ingest,
+        payload_model=IngestPayload,
+        backoff_unit_s=2,
+    ),
+    Stage(
+        "search",
+        batch=5,
+        handler=search,
+        payload_model=SearchPayload,
+        quota=SEARCH_QUOTA,
+        backoff_unit_s=2,
+    ),
+]
+
+TENANTS = {"acme": "team", "globex": "pro", "initech": "free"}
+
+
+def seed_workload(
+    conn: Connection,
+    *,
+    seed: int = 7,
+    documents: int = 60,
+    quota_capacity: int = 32,
+    quota_period: timedelta = timedelta(seconds=20),
+    quota_reserve: int = 5,
+) -> int:
+    """Enqueue the example workload if the queue holds no open work; returns jobs enqueued."""
+    if open_jobs(conn) > 0:
+        return 0
+    rng = random.Random(seed)  # noqa: S311 - a reproducible demo, not a secret
+    define_quota(
+        conn, SEARCH_QUOTA, capacity=quota_capacity, period=quota_period, reserve=quota_reserve
+    )
+    for tenant, plan in TENANTS.items():
+        set_plan(conn, tenant, plan)
+    owners: list[str | None] = [*TENANTS, None]
+    # A skewed mix: most documents come from one busy group.
+    groups = ["busy", "steady", "quiet"]
+    count = 0
+    for number in range(documents):
+        owner = rng.choice(owners)
+        group = rng.choices(groups, weights=[8, 3, 1])[0]
+        failures = rng.choices([0, 1, 2], weights=[8, 2, 1])[0]
+        job_id = enqueue(
+            conn,
+            "ingest",
+            {"doc": f"doc-{number:03d}", "failures_before_success": failures},
+            tenant_id=owner,
+            group_id=f"{owner or 'system'}/{group}",
+            dedupe_key=f"ingest:{seed}:{number}",
+        )
+        count += job_id is not None
+    return count

@@ -1,0 +1,173 @@
+"""Enqueue: one INSERT in the caller's transaction, checked before it is sent."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+from uuid import UUID
+
+from psycopg.types.json import Jsonb
+from pydantic import ValidationError
+
+from .db import Connection
+from .errors import ConfigurationError, InvalidPayload, PayloadTooLarge, UnknownJobType
+from .queries import query
+from .stage import Stage, known_stage, known_types
+
+DEFAULT_MAX_PAYLOAD_BYTES = 1024 * 1024
+
+
+def max_payload_bytes() -> int:
+    raw = os.environ.get("FAIRQUEUE_MAX_PAYLOAD_BYTES")
+    if raw is None:
+        return DEFAULT_MAX_PAYLOAD_BYTES
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigurationError(
+            f"FAIRQUEUE_MAX_PAYLOAD_BYTES must be a whole number of bytes, got {raw!r}"
+        ) from None
+    if value < 1:
+        raise ConfigurationError(f"FAIRQUEUE_MAX_PAYLOAD_BYTES must be positive, got {value}")
+    return value
+
+
+def validate_payload(stage: Stage, payload: Any) -> dict[str, Any]:
+    """The payload as it will be stored, or InvalidPayload naming what is wrong."""
+    if not isinstance(payload, dict):
+        raise InvalidPayload(
+            f"{stage.name}: the payload must be a JSON object (a dict), "
+            f"got {type(payload).__name__}"
+        )
+    if stage.payload_model is not None:
+        try:
+            stage.payload_model.model_validate(payload)
+        except ValidationError as exc:
+            raise InvalidPayload(
+                f"{stage.name}: payload does not fit the stage's model: {exc}"
+            ) from exc
+    return payload
+
+
+@dataclass(frozen=True)
+class PreparedJob:
+    """A job checked and ready to insert."""
+
+    type: str
+    payload: dict[str, Any]
+    tenant_id: str | None
+    group_id: str | None
+    dedupe_key: str | None
+    max_attempts: int
+    run_at: datetime | None
+    delay_s: float
+
+
+def prepare(
+    job_type: str,
+    payload: dict[str, Any],
+    *,
+    tenant_id: str | None = None,
+    group_id: str | None = None,
+    dedupe_key: str | None = None,
+    run_after: datetime | timedelta | None = None,
+    max_attempts: int | None = None,
+) -> PreparedJob:
+    """Check a job without touching the database; every problem is an error naming it."""
+    stage = known_stage(job_type)
+    if stage is None:
+        known = ", ".join(sorted(known_types())) or "none"
+        raise UnknownJobType(
+            f"unknown job type {job_type!r}: no Stage declares it in this process "
+            f"(known types: {known})"
+        )
+    validate_payload(stage, payload)
+    try:
+        encoded = json.dumps(payload, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise InvalidPayload(f"{job_type}: the payload is not JSON-serializable: {exc}") from exc
+    limit = max_payload_bytes()
+    size = len(encoded.encode("utf-8"))
+    if size > limit:
+        raise PayloadTooLarge(f"{job_type}: payload is {size} bytes, over the limit of {limit}")
+    labels = (("tenant_id", tenant_id), ("group_id", group_id), ("dedupe_key", dedupe_key))
+    for label, value in labels:
+        if value is not None and (not isinstance(value, str) or not value):
+            raise InvalidPayload(f"{job_type}: {label} must be a non-empty string or None")
+    attempts = stage.max_attempts if max_attempts is None else max_attempts
+    if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1:
+        raise InvalidPayload(
+            f"{job_type}: max_attempts must be a whole number >= 1, got {attempts!r}"
+        )
+    run_at: datetime | None = None
+    delay_s = 0.0
+    if isinstance(run_after, datetime):
+        if run_after.tzinfo is None:
+            raise InvalidPayload(f"{job_type}: run_after must be timezone-aware")
+        run_at = run_after
+    elif isinstance(run_after, timedelta):
+        delay_s = run_after.total_seconds()
+    elif run_after is not None:
+        raise InvalidPayload(f"{job_type}: run_after must be a datetime, a timedelta or None")
+    return PreparedJob(
+        type=job_type,
+        payload=payload,
+        tenant_id=tenant_id,
+        group_id=group_id,
+        dedupe_key=dedupe_key,
+        max_attempts=attempts,
+        run_at=run_at,
+        delay_s=delay_s,
+    )
+
+
+def insert(conn: Connection, job: PreparedJob) -> UUID | None:
+    """Insert a prepared job; None when an open job of the tenant has its dedupe key."""
+    row = conn.execute(
+        query("enqueue"),
+        {
+            "type": job.type,
+            "payload": Jsonb(job.payload),
+            "tenant_id": job.tenant_id,
+            "group_id": job.group_id,
+            "dedupe_key": job.dedupe_key,
+            "max_attempts": job.max_attempts,
+            "run_after": job.run_at,
+            "delay_s": job.delay_s,
+        },
+    ).fetchone()
+    if row is None:
+        return None
+    job_id = row["id"]
+    assert isinstance(job_id, UUID)
+    return job_id
+
+
+def enqueue(
+    conn: Connection,
+    job_type: str,
+    payload: dict[str, Any],
+    *,
+    tenant_id: str | None = None,
+    group_id: str | None = None,
+    dedupe_key: str | None = None,
+    run_after: datetime | timedelta | None = None,
+    max_attempts: int | None = None,
+) -> UUID | None:
+    """Insert a job; returns its id, or None when an open job has the same dedupe key.
+
+    Runs in the caller's transaction: the job exists once the caller commits.
+    """
+    prepared = prepare(
+        job_type,
+        payload,
+        tenant_id=tenant_id,
+        group_id=group_id,
+        dedupe_key=dedupe_key,
+        run_after=run_after,
+        max_attempts=max_attempts,
+    )
+    return insert(conn, prepared)

@@ -1,0 +1,348 @@
+"""One invocation: claim a batch from the first stage with work, run it, start again at the top.
+
+The loop stops on the first of: no stage has work (``no_work``), the time budget cannot fit
+another batch (``time_budget``), a quota the next stage spends is at its reserve or empty
+(``quota_reserve``, ``quota_exhausted``). An error of the pipeline itself closes the run with
+``error``. Handler errors are job failures, never run errors.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+import traceback
+from collections.abc import Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+from uuid import UUID
+
+import psycopg
+from pydantic import ValidationError
+
+from . import claim, jobs, quotas
+from .db import Connection, connect
+from .errors import DatabaseUnavailable
+from .plans import PLANS, Plans
+from .runs import RunTally, StageTally, StopReason, close_run, open_run
+from .stage import Defer, Job, Stage
+
+log = logging.getLogger("fairqueue.pipeline")
+
+DEFAULT_TIME_BUDGET_S = 220.0
+# Kept back from a Lambda's remaining time so the run row is written before the platform stops.
+DEFAULT_MARGIN_S = 15.0
+
+
+class LambdaContextLike(Protocol):
+    def get_remaining_time_in_millis(self) -> int: ...
+
+
+@dataclass(frozen=True)
+class RunResult:
+    run_id: UUID
+    stop_reason: StopReason
+    jobs_done: int
+    jobs_failed: int
+    jobs_deferred: int
+    units: int
+    error: str | None = None
+    summary: dict[str, Any] = field(default_factory=dict)
+
+
+def budget_seconds(
+    time_budget_s: float, context: LambdaContextLike | None, margin_s: float = DEFAULT_MARGIN_S
+) -> float:
+    """The run's budget: the configured one, never past a Lambda's remaining time less a margin."""
+    budget = time_budget_s
+    if context is not None:
+        remaining = context.get_remaining_time_in_millis() / 1000.0 - margin_s
+        budget = min(budget, remaining)
+    return max(budget, 0.0)
+
+
+class _Db:
+    """One autocommit connection shared by the loop and the handler threads, one user at a time."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def use(self) -> Iterator[Connection]:
+        with self._lock:
+            yield self.conn
+
+
+class Pipeline:
+    def __init__(
+        self,
+        db: _Db,
+        stages: Sequence[Stage],
+        *,
+        run_id: UUID,
+        deadline: float,
+        plans: Plans,
+        stop: threading.Event | None,
+    ) -> None:
+        self.db = db
+        self.stages = list(stages)
+        self.by_type = {s.name: s for s in self.stages}
+        self.run_id = run_id
+        self.locked_by = f"run:{run_id}"
+        self.deadline = deadline
+        self.plans = plans
+        self.stop = stop
+        self.tally = RunTally()
+        self.longest_batch: dict[str, float] = {}
+        self.follow_ups: dict[UUID, list[jobs.PreparedJob]] = {}
+
+    def loop(self) -> StopReason:
+        self.fail_abandoned()
+        while True:
+            if self.stop is not None and self.stop.is_set():
+                self.tally.interrupted = "stop requested"
+                return "time_budget"
+            reason = self.one_pass()
+            if reason is not None:
+                return reason
+
+    def one_pass(self) -> StopReason | None:
+        """Claim and run one batch from the first stage that has work; a reason to stop, or None."""
+        for stage in self.stages:
+            if stage.quota is not None:
+                with self.db.use() as conn:
+                    if not claim.has_claimable(conn, stage.name):
+                        continue
+                    state = quotas.read_quota(conn, stage.quota)
+                quota_stop = state.stop_reason()
+                if quota_stop is not None:
+                    return quota_stop
+            if not self.batch_fits(stage):
+                return "time_budget"
+            with self.db.use() as conn:
+                jobs = claim.claim_batch(
+                    conn,
+                    stage.name,
+                    batch=stage.batch,
+                    lease_s=stage.lease_s,
+                    locked_by=self.locked_by,
+                    run_id=self.run_id,
+                    plans=self.plans,
+                )
+            if jobs:
+                self.run_batch(stage, jobs)
+                return None
+        return "no_work"
+
+    def batch_fits(self, stage: Stage) -> bool:
+        """Never start a batch that cannot finish inside the budget."""
+        remaining = self.deadline - time.monotonic()
+        needed = stage.batch_seconds() or self.longest_batch.get(stage.name, 0.0)
+        return remaining > 0 and needed <= remaining
+
+    def run_batch(self, stage: Stage, jobs: list[claim.ClaimedJob]) -> None:
+        tally = self.tally.stage(stage.name)
+        tally.batches += 1
+        tally.claimed += len(jobs)
+        started = time.monotonic()
+        with ThreadPoolExecutor(
+            max_workers=min(stage.concurrency, len(jobs)), thread_name_prefix=f"fq-{stage.name}"
+        ) as pool:
+            futures: dict[Future[None], claim.ClaimedJob] = {
+                pool.submit(self.call_handler, stage, job): job for job in jobs
+            }
+            for future in as_completed(futures):
+                self.finalize(stage, futures[future], future.exception(), tally)
+        elapsed = time.monotonic() - started
+        tally.seconds += elapsed
+        self.longest_batch[stage.name] = max(self.longest_batch.get(stage.name, 0.0), elapsed)
+
+    def call_handler(self, stage: Stage, claimed: claim.ClaimedJob) -> None:
+        if stage.payload_model is not None:
+            stage.payload_model.model_validate(claimed.payload)
+        stage.handler(self.job_for(stage, claimed))
+
+    def job_for(self, stage: Stage, claimed: claim.ClaimedJob) -> Job:
+        tally = self.tally.stage(stage.name)
+
+        def spend(quota: str, units: int) -> None:
+            with self.db.use() as conn:
+                quotas.spend(conn, quota, units)
+                tally.units += units
+
+        def follow_up(job_type: str, payload: dict[str, Any], **options: Any) -> None:
+            prepared = jobs.prepare(job_type, payload, **options)
+            with self.db.use():
+                self.follow_ups.setdefault(claimed.id, []).append(prepared)
+
+        return Job(
+            id=claimed.id,
+            type=claimed.type,
+            payload=claimed.payload,
+            tenant_id=claimed.tenant_id,
+            group_id=claimed.group_id,
+            attempts=claimed.attempts,
+            max_attempts=claimed.max_attempts,
+            _spend=spend,
+            _follow_up=follow_up,
+        )
+
+    def finalize(
+        self,
+        stage: Stage,
+        job: claim.ClaimedJob,
+        error: BaseException | None,
+        tally: StageTally,
+    ) -> None:
+        follow_ups = self.follow_ups.pop(job.id, [])
+        with self.db.use() as conn:
+            if error is None:
+                # Follow-ups land with the completion or not at all.
+                with conn.transaction():
+                    held = claim.complete(conn, job.id, self.locked_by)
+                    if held:
+                        for prepared in follow_ups:
+                            jobs.insert(conn, prepared)
+                outcome = "done"
+            elif isinstance(error, Defer):
+                held = claim.defer(conn, job.id, self.locked_by, error.until)
+                outcome = "deferred"
+            elif isinstance(error, ValidationError):
+                reason = f"payload no longer fits the stage's model: {error}"
+                held = claim.fail_now(conn, job.id, self.locked_by, reason)
+                outcome = "failed"
+            else:
+                text = describe(error)
+                retried = claim.retry_or_fail(
+                    conn, job.id, self.locked_by, text, backoff_unit_s=stage.backoff_unit_s
+                )
+                held = retried is not None
+                outcome = "failed" if retried is None or retried.status == "failed" else "retried"
+        if not held:
+            # A rescue took the job after our lease ran out; it is that claimer's now.
+            tally.lost += 1
+            log.warning("job %s of %s was no longer held by this run", job.id, stage.name)
+            return
+        if outcome == "done":
+            tally.done += 1
+        elif outcome == "deferred":
+            tally.deferred += 1
+        elif outcome == "retried":
+            tally.retried += 1
+        else:
+            tally.failed += 1
+            self.give_up(stage, job, describe(error) if error else "failed")
+
+    def give_up(self, stage: Stage | None, job: claim.ClaimedJob, error: str) -> None:
+        if stage is None or stage.on_give_up is None:
+            return
+        try:
+            stage.on_give_up(self.job_for(stage, job), error)
+            follow_ups = self.follow_ups.pop(job.id, [])
+            if follow_ups:
+                with self.db.use() as conn, conn.transaction():
+                    for prepared in follow_ups:
+                        jobs.insert(conn, prepared)
+        except Exception as exc:
+            self.follow_ups.pop(job.id, None)
+            log.exception("give-up hook of %s failed for job %s", stage.name, job.id)
+            self.tally.hook_errors.append(f"{stage.name} {job.id}: {describe(exc)}")
+
+    def fail_abandoned(self) -> None:
+        with self.db.use() as conn:
+            abandoned = claim.fail_abandoned(conn)
+        for item in abandoned:
+            self.tally.abandoned_failed += 1
+            self.give_up(self.by_type.get(item.job.type), item.job, item.error)
+
+
+def describe(error: BaseException) -> str:
+    text = "".join(traceback.format_exception_only(type(error), error)).strip()
+    return text[:4000]
+
+
+def run_pipeline(
+    dsn: str | None,
+    stages: Sequence[Stage],
+    *,
+    time_budget_s: float = DEFAULT_TIME_BUDGET_S,
+    trigger: str = "manual",
+    context: LambdaContextLike | None = None,
+    conn: Connection | None = None,
+    stop: threading.Event | None = None,
+    plans: Plans = PLANS,
+    margin_s: float = DEFAULT_MARGIN_S,
+) -> RunResult:
+    """Run one invocation and write its one ``runs`` row.
+
+    ``conn`` reuses an open autocommit connection (a Lambda keeps one across invocations); it
+    is left open. Otherwise one is opened from ``dsn`` (or ``DATABASE_URL``) and closed.
+    """
+    if not stages:
+        raise ValueError("run_pipeline needs at least one Stage")
+    names = [s.name for s in stages]
+    if len(set(names)) != len(names):
+        raise ValueError(f"stage names must be unique, got {names}")
+    budget = budget_seconds(time_budget_s, context, margin_s)
+    deadline = time.monotonic() + budget
+    owned = conn is None
+    active = conn if conn is not None else connect(dsn, autocommit=True)
+    if not active.autocommit:
+        raise ValueError("run_pipeline needs an autocommit connection")
+    try:
+        try:
+            run_id = open_run(active, trigger, {"budget_s": round(budget, 3), "host": _host()})
+        except psycopg.Error as exc:
+            raise DatabaseUnavailable(f"cannot open a run row: {exc}") from exc
+        pipeline = Pipeline(
+            _Db(active), stages, run_id=run_id, deadline=deadline, plans=plans, stop=stop
+        )
+        error: str | None = None
+        try:
+            reason = pipeline.loop()
+        except Exception as exc:
+            log.exception("run %s stopped on an error", run_id)
+            reason, error = "error", describe(exc)
+        tally = pipeline.tally
+        _close(active, dsn, run_id, reason, tally, error)
+        return RunResult(
+            run_id=run_id,
+            stop_reason=reason,
+            jobs_done=tally.done,
+            jobs_failed=tally.failed,
+            jobs_deferred=tally.deferred,
+            units=tally.units,
+            error=error,
+            summary=tally.summary(),
+        )
+    finally:
+        if owned:
+            active.close()
+
+
+def _close(
+    conn: Connection,
+    dsn: str | None,
+    run_id: UUID,
+    reason: StopReason,
+    tally: RunTally,
+    error: str | None,
+) -> None:
+    """Close the run row, on a fresh connection if the error broke the one we had."""
+    if not (conn.closed or conn.broken):
+        try:
+            close_run(conn, run_id, reason, tally, error=error)
+            return
+        except psycopg.Error:
+            log.exception("closing run %s failed; retrying on a new connection", run_id)
+    with connect(dsn, autocommit=True) as fresh:
+        close_run(fresh, run_id, reason, tally, error=error)
+
+
+def _host() -> str:
+    return os.environ.get("AWS_LAMBDA_LOG_STREAM_NAME") or socket.gethostname()

@@ -1,0 +1,81 @@
+"""Rationed budgets with a reset time, shared by every invocation."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Literal
+
+from .db import Connection
+from .errors import UnknownQuota
+from .queries import query
+from .stage import Defer
+
+QuotaStop = Literal["quota_reserve", "quota_exhausted"]
+
+
+@dataclass(frozen=True)
+class QuotaState:
+    name: str
+    capacity: int
+    remaining: int
+    reserve: int
+    resets_at: datetime
+
+    def stop_reason(self) -> QuotaStop | None:
+        """Why a pipeline must not claim more work that spends this quota, if it must not."""
+        if self.remaining <= 0:
+            return "quota_exhausted"
+        if self.remaining <= self.reserve:
+            return "quota_reserve"
+        return None
+
+
+def define_quota(
+    conn: Connection, name: str, *, capacity: int, period: timedelta, reserve: int = 0
+) -> None:
+    """Create a quota full, or change its capacity, reserve and period (remaining is kept)."""
+    if capacity < 0 or reserve < 0 or reserve > capacity:
+        raise ValueError(
+            f"quota {name!r}: need 0 <= reserve <= capacity, got {reserve}, {capacity}"
+        )
+    if period <= timedelta(0):
+        raise ValueError(f"quota {name!r}: period must be positive, got {period}")
+    conn.execute(
+        query("define_quota"),
+        {
+            "name": name,
+            "capacity": capacity,
+            "reserve": reserve,
+            "period_s": period.total_seconds(),
+        },
+    )
+
+
+def read_quota(conn: Connection, name: str) -> QuotaState:
+    """The quota as it is now, reset first if its reset time has passed."""
+    with conn.transaction():
+        conn.execute(query("reset_due_quota"), {"name": name})
+        row = conn.execute(query("read_quota"), {"name": name}).fetchone()
+    if row is None:
+        raise UnknownQuota(f"no quota named {name!r}; create it with define_quota()")
+    return QuotaState(
+        name=str(row["name"]),
+        capacity=int(row["capacity"]),
+        remaining=int(row["remaining"]),
+        reserve=int(row["reserve"]),
+        resets_at=row["resets_at"],
+    )
+
+
+def spend(conn: Connection, name: str, units: int) -> int:
+    """Spend units without touching the reserve; returns what remains, or raises Defer."""
+    if units < 1:
+        raise ValueError(f"quota {name!r}: spend at least one unit, got {units}")
+    with conn.transaction():
+        conn.execute(query("reset_due_quota"), {"name": name})
+        row = conn.execute(query("spend_quota"), {"name": name, "units": units}).fetchone()
+    if row is not None:
+        return int(row["remaining"])
+    state = read_quota(conn, name)
+    raise Defer(state.resets_at, reason=f"quota {name!r} cannot spend {units} until it resets")

@@ -1,0 +1,130 @@
+"""Stages (job types with a handler) and the Job a handler receives."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+from uuid import UUID
+
+from pydantic import BaseModel
+
+from .errors import ConfigurationError
+
+
+class Defer(Exception):
+    """Raised by a handler to give its job back until ``until``, without burning an attempt."""
+
+    def __init__(self, until: datetime | timedelta, reason: str = "") -> None:
+        if isinstance(until, datetime) and until.tzinfo is None:
+            raise ConfigurationError("Defer(until=...) needs a timezone-aware datetime")
+        super().__init__(reason or f"deferred until {until}")
+        self.until = until
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class Job:
+    """What a handler sees of a claimed job."""
+
+    id: UUID
+    type: str
+    payload: dict[str, Any]
+    tenant_id: str | None
+    group_id: str | None
+    attempts: int
+    max_attempts: int
+    _spend: Callable[[str, int], None] | None = field(default=None, repr=False, compare=False)
+    _follow_up: Callable[..., None] | None = field(default=None, repr=False, compare=False)
+
+    def spend(self, quota: str, units: int = 1) -> None:
+        """Spend units of a shared quota, or raise Defer until it resets."""
+        if self._spend is None:
+            raise RuntimeError("this job was not handed out by a pipeline; it cannot spend quota")
+        self._spend(quota, units)
+
+    def enqueue(self, job_type: str, payload: dict[str, Any], **options: Any) -> None:
+        """Enqueue a follow-up job, inserted in the same transaction that marks this job done.
+
+        It is checked now (type, payload, size) and dropped if this job does not finish. The
+        tenant and group default to this job's. Options are those of ``fairqueue.enqueue``.
+        """
+        if self._follow_up is None:
+            raise RuntimeError("this job was not handed out by a pipeline; it cannot enqueue")
+        options.setdefault("tenant_id", self.tenant_id)
+        options.setdefault("group_id", self.group_id)
+        self._follow_up(job_type, payload, **options)
+
+
+Handler = Callable[[Job], None]
+GiveUpHook = Callable[[Job, str], None]
+
+
+@dataclass
+class Stage:
+    """A job type, its handler and how the pipeline runs it.
+
+    Creating a Stage makes its type known to ``enqueue`` in this process.
+    """
+
+    name: str
+    handler: Handler
+    batch: int = 10
+    concurrency: int = 1
+    max_attempts: int = 3
+    payload_model: type[BaseModel] | None = None
+    lease_s: float = 330.0
+    backoff_unit_s: float = 60.0
+    job_timeout_s: float | None = None
+    quota: str | None = None
+    on_give_up: GiveUpHook | None = None
+
+    def __post_init__(self) -> None:
+        problems = []
+        if not self.name or not self.name.strip():
+            problems.append("name must be a non-empty string")
+        if self.batch < 1:
+            problems.append(f"batch must be at least 1, got {self.batch}")
+        if self.concurrency < 1:
+            problems.append(f"concurrency must be at least 1, got {self.concurrency}")
+        if self.max_attempts < 1:
+            problems.append(f"max_attempts must be at least 1, got {self.max_attempts}")
+        if self.backoff_unit_s <= 0:
+            problems.append(f"backoff_unit_s must be positive, got {self.backoff_unit_s}")
+        if self.lease_s <= 0:
+            problems.append(f"lease_s must be positive, got {self.lease_s}")
+        if self.job_timeout_s is not None and self.job_timeout_s <= 0:
+            problems.append(f"job_timeout_s must be positive, got {self.job_timeout_s}")
+        if not callable(self.handler):
+            problems.append("handler must be callable")
+        if problems:
+            raise ConfigurationError(f"Stage {self.name!r}: " + "; ".join(problems))
+        register(self)
+
+    def batch_seconds(self) -> float | None:
+        """Longest a full batch can take, when the stage bounds its jobs' time."""
+        if self.job_timeout_s is None:
+            return None
+        rounds = -(-self.batch // self.concurrency)
+        return rounds * self.job_timeout_s
+
+
+_registry: dict[str, Stage] = {}
+_registry_lock = threading.Lock()
+
+
+def register(stage: Stage) -> None:
+    with _registry_lock:
+        _registry[stage.name] = stage
+
+
+def known_stage(job_type: str) -> Stage | None:
+    with _registry_lock:
+        return _registry.get(job_type)
+
+
+def known_types() -> Mapping[str, Stage]:
+    with _registry_lock:
+        return dict(_registry)

@@ -1,0 +1,28 @@
+"""What the queue holds right now, per job type."""
+
+from dataclasses import dataclass
+
+from .db import Connection
+from .queries import query
+
+
+@dataclass(frozen=True)
+class TypeStatus:
+    type: str
+    backlog: int
+    scheduled: int
+    running: int
+    stuck: int
+    failed: int
+    done: int
+
+
+def queue_status(conn: Connection) -> list[TypeStatus]:
+    """Backlog is pending and due; stuck is running past its lease."""
+    return [TypeStatus(**row) for row in conn.execute(query("status_by_type")).fetchall()]
+
+
+def open_jobs(conn: Connection) -> int:
+    row = conn.execute(query("count_open")).fetchone()
+    assert row is not None
+    return int(row["count"])
