@@ -1,0 +1,76 @@
+"""Every test talks to a real Postgres: DATABASE_URL when set, else an embedded one.
+
+The schema is migrated once into a template database; each test gets a fresh clone of it.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from fairqueue.db import Connection, connect
+from fairqueue.embedded import embedded_dsn
+from fairqueue.migrate import migrate
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def server_dsn() -> Iterator[str]:
+    """A DSN of the server's maintenance database."""
+    url = os.environ.get("DATABASE_URL")
+    if url:
+        yield url
+        return
+    with tempfile.TemporaryDirectory(prefix="fairqueue-test-pg-") as data_dir:
+        yield embedded_dsn(Path(data_dir))
+
+
+def dsn_for(base: str, dbname: str) -> str:
+    return make_conninfo(base, dbname=dbname)
+
+
+@pytest.fixture(scope="session")
+def template_db(server_dsn: str) -> Iterator[str]:
+    name = f"fq_template_{os.getpid()}"
+    with psycopg.connect(server_dsn, autocommit=True) as admin:
+        admin.execute(sql.SQL("drop database if exists {}").format(sql.Identifier(name)))
+        admin.execute(sql.SQL("create database {}").format(sql.Identifier(name)))
+    with connect(dsn_for(server_dsn, name)) as conn:
+        migrate(conn)
+    yield name
+    with psycopg.connect(server_dsn, autocommit=True) as admin:
+        admin.execute(sql.SQL("drop database if exists {} (force)").format(sql.Identifier(name)))
+
+
+@pytest.fixture
+def dsn(server_dsn: str, template_db: str) -> Iterator[str]:
+    """A fresh, migrated database for this test."""
+    name = f"fq_test_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(server_dsn, autocommit=True) as admin:
+        admin.execute(
+            sql.SQL("create database {} template {}").format(
+                sql.Identifier(name), sql.Identifier(template_db)
+            )
+        )
+    yield dsn_for(server_dsn, name)
+    with psycopg.connect(server_dsn, autocommit=True) as admin:
+        admin.execute(sql.SQL("drop database if exists {} (force)").format(sql.Identifier(name)))
+
+
+@pytest.fixture
+def conn(dsn: str) -> Iterator[Connection]:
+    """An autocommit connection to the test's database."""
+    with connect(dsn, autocommit=True) as c:
+        yield c
+
+
+def database_name(dsn: str) -> str:
+    return str(conninfo_to_dict(dsn)["dbname"])

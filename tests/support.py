@@ -1,0 +1,34 @@
+"""Small helpers shared by the tests: read a job, age a row, count things."""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+from fairqueue.db import Connection
+
+
+def job(conn: Connection, job_id: UUID) -> dict[str, Any]:
+    row = conn.execute("select * from fairqueue.jobs where id = %s", (job_id,)).fetchone()
+    assert row is not None, f"no job {job_id}"
+    return row
+
+
+def age_job(conn: Connection, job_id: UUID, **seconds_ago: float) -> None:
+    """Move timestamp columns of a job into the past, e.g. age_job(c, id, run_after=60)."""
+    for column, seconds in seconds_ago.items():
+        assert column in {"run_after", "lease_until", "locked_at", "finished_at", "created_at"}
+        conn.execute(
+            f"update fairqueue.jobs set {column} = now() - %s * interval '1 second' where id = %s",  # type: ignore[arg-type]
+            (seconds, job_id),
+        )
+
+
+def count(conn: Connection, where: str = "true", params: tuple[Any, ...] = ()) -> int:
+    row = conn.execute(f"select count(*) as n from fairqueue.jobs where {where}", params).fetchone()  # type: ignore[arg-type]
+    assert row is not None
+    return int(row["n"])
+
+
+def runs(conn: Connection) -> list[dict[str, Any]]:
+    return conn.execute("select * from fairqueue.runs order by started_at").fetchall()

@@ -1,0 +1,149 @@
+"""The claim: what is claimable, and in which order."""
+
+from uuid import UUID
+
+from fairqueue import PLANS, Stage, enqueue
+from fairqueue.claim import claim_batch
+from fairqueue.tenants import pause_group, resume_group, set_plan
+from support import age_job, job
+
+
+def noop(_job: object) -> None:
+    pass
+
+
+Stage("work", handler=noop)
+Stage("other", handler=noop)
+
+
+def claim(conn, n: int = 10, job_type: str = "work", lease_s: float = 60.0) -> list[UUID]:
+    return [c.id for c in claim_batch(conn, job_type, batch=n, lease_s=lease_s, locked_by="test")]
+
+
+def test_claim_flips_to_running_with_an_attempt_and_a_lease(conn) -> None:
+    job_id = enqueue(conn, "work", {})
+    assert claim(conn, lease_s=90) == [job_id]
+    row = job(conn, job_id)
+    assert row["status"] == "running"
+    assert row["attempts"] == 1
+    assert row["locked_by"] == "test"
+    lease = conn.execute(
+        "select lease_until - locked_at as lease from fairqueue.jobs where id = %s", (job_id,)
+    ).fetchone()["lease"]
+    assert lease.total_seconds() == 90
+    assert claim(conn) == []
+
+
+def test_only_the_type_asked_for_and_only_due_jobs(conn) -> None:
+    due = enqueue(conn, "work", {})
+    enqueue(conn, "other", {})
+    later = enqueue(conn, "work", {})
+    conn.execute(
+        "update fairqueue.jobs set run_after = now() + interval '1 hour' where id = %s", (later,)
+    )
+    assert claim(conn) == [due]
+
+
+def test_running_job_with_expired_lease_and_attempts_left_is_claimed_again(conn) -> None:
+    job_id = enqueue(conn, "work", {}, max_attempts=2)
+    claim(conn)
+    assert claim(conn) == []  # lease still held
+    age_job(conn, job_id, lease_until=1)
+    assert claim(conn) == [job_id]
+    assert job(conn, job_id)["attempts"] == 2
+    age_job(conn, job_id, lease_until=1)
+    assert claim(conn) == []  # attempts used up: the sweep fails it, nobody claims it
+
+
+def test_paused_group_is_not_claimed_until_resumed(conn) -> None:
+    paused = enqueue(conn, "work", {}, group_id="g-paused")
+    active = enqueue(conn, "work", {}, group_id="g-active")
+    pause_group(conn, "g-paused")
+    assert claim(conn) == [active]
+    resume_group(conn, "g-paused")
+    assert claim(conn) == [paused]
+
+
+def test_done_failed_and_cancelled_jobs_are_never_claimed(conn) -> None:
+    for status in ("done", "failed", "cancelled", "queued"):
+        job_id = enqueue(conn, "work", {})
+        conn.execute("update fairqueue.jobs set status = %s where id = %s", (status, job_id))
+    assert claim(conn) == []
+
+
+def test_plan_priority_first_and_no_tenant_ranks_as_the_middle_plan(conn) -> None:
+    for tenant in ("free-co", "pro-co", "team-co"):
+        set_plan(conn, tenant, tenant.split("-")[0])
+    free = enqueue(conn, "work", {}, tenant_id="free-co", group_id="a")
+    none = enqueue(conn, "work", {}, group_id="b")
+    pro = enqueue(conn, "work", {}, tenant_id="pro-co", group_id="c")
+    team = enqueue(conn, "work", {}, tenant_id="team-co", group_id="d")
+    order = [claim(conn, 1)[0] for _ in range(4)]
+    assert order[0] == team
+    assert set(order[1:3]) == {pro, none}  # tie on priority: older first
+    assert order[1:3] == [none, pro]
+    assert order[3] == free
+    assert PLANS.middle.name == "pro"
+
+
+def test_unknown_tenant_ranks_as_the_middle_plan(conn) -> None:
+    set_plan(conn, "free-co", "free")
+    free = enqueue(conn, "work", {}, tenant_id="free-co", group_id="a")
+    stranger = enqueue(conn, "work", {}, tenant_id="no-row", group_id="b")
+    assert claim(conn, 1) == [stranger]
+    assert claim(conn, 1) == [free]
+
+
+def test_fewest_served_in_the_last_day_goes_first(conn) -> None:
+    # Group "busy" was served three times in the last day, "idle" once more than a day ago.
+    for _ in range(3):
+        served = enqueue(conn, "work", {}, group_id="busy")
+        conn.execute(
+            "update fairqueue.jobs set status = 'done', finished_at = now() - interval '2 hours'"
+            " where id = %s",
+            (served,),
+        )
+    old = enqueue(conn, "work", {}, group_id="idle")
+    conn.execute(
+        "update fairqueue.jobs set status = 'done', finished_at = now() - interval '2 days'"
+        " where id = %s",
+        (old,),
+    )
+    busy = enqueue(conn, "work", {}, group_id="busy")
+    idle = enqueue(conn, "work", {}, group_id="idle")
+    assert claim(conn, 1) == [idle]
+    assert claim(conn, 1) == [busy]
+
+
+def test_served_counts_only_the_same_type(conn) -> None:
+    for _ in range(3):
+        other = enqueue(conn, "other", {}, group_id="g1")
+        conn.execute(
+            "update fairqueue.jobs set status = 'done', finished_at = now() where id = %s", (other,)
+        )
+    first = enqueue(conn, "work", {}, group_id="g1")
+    second = enqueue(conn, "work", {}, group_id="g2")
+    assert claim(conn, 1) == [first]  # g1's "other" work does not count against its "work"
+    assert claim(conn, 1) == [second]
+
+
+def test_running_counts_as_served(conn) -> None:
+    in_flight = enqueue(conn, "work", {}, group_id="g1")
+    assert claim(conn, 1) == [in_flight]
+    mine = enqueue(conn, "work", {}, group_id="g1")
+    theirs = enqueue(conn, "work", {}, group_id="g2")
+    assert claim(conn, 1) == [theirs]
+    assert claim(conn, 1) == [mine]
+
+
+def test_oldest_first_among_equals(conn) -> None:
+    ids = [enqueue(conn, "work", {}, group_id="g") for _ in range(3)]
+    assert claim(conn, 1) == [ids[0]]
+    assert claim(conn, 1) == [ids[1]]
+
+
+def test_one_batch_interleaves_groups(conn) -> None:
+    a = [enqueue(conn, "work", {}, group_id="a") for _ in range(4)]
+    b = [enqueue(conn, "work", {}, group_id="b") for _ in range(2)]
+    got = claim(conn, 4)
+    assert set(got) == {a[0], a[1], b[0], b[1]}

@@ -1,0 +1,107 @@
+from datetime import datetime, timedelta
+
+import pytest
+from fairqueue import (
+    InvalidPayload,
+    PayloadTooLarge,
+    Stage,
+    UnknownJobType,
+    connect,
+    enqueue,
+)
+from pydantic import BaseModel, Field
+from support import count, job
+
+
+class Page(BaseModel):
+    url: str = Field(min_length=1)
+
+
+def noop(_job: object) -> None:
+    pass
+
+
+PAGES = Stage("page", handler=noop, payload_model=Page, max_attempts=4)
+PLAIN = Stage("plain", handler=noop)
+
+
+def test_enqueue_inserts_a_pending_job_with_the_stage_defaults(conn) -> None:
+    job_id = enqueue(conn, "page", {"url": "https://a"}, tenant_id="t1", group_id="g1")
+    row = job(conn, job_id)
+    assert row["status"] == "pending"
+    assert row["payload"] == {"url": "https://a"}
+    assert (row["tenant_id"], row["group_id"]) == ("t1", "g1")
+    assert row["attempts"] == 0
+    assert row["max_attempts"] == 4
+
+
+def test_enqueue_commits_with_the_callers_transaction(dsn: str) -> None:
+    with connect(dsn) as c:
+        enqueue(c, "plain", {})
+        c.rollback()
+    with connect(dsn) as c:
+        enqueue(c, "plain", {"kept": True})
+    with connect(dsn, autocommit=True) as c:
+        assert count(c) == 1
+        assert count(c, "payload = %s::jsonb", ('{"kept": true}',)) == 1
+
+
+def test_open_duplicate_disappears_and_finished_one_may_be_asked_again(conn) -> None:
+    first = enqueue(conn, "plain", {}, tenant_id="t1", dedupe_key="k")
+    assert first is not None
+    assert enqueue(conn, "plain", {}, tenant_id="t1", dedupe_key="k") is None
+    conn.execute("update fairqueue.jobs set status = 'done' where id = %s", (first,))
+    again = enqueue(conn, "plain", {}, tenant_id="t1", dedupe_key="k")
+    assert again is not None and again != first
+    assert count(conn) == 2
+
+
+def test_dedupe_is_per_tenant(conn) -> None:
+    assert enqueue(conn, "plain", {}, tenant_id="a", dedupe_key="k") is not None
+    assert enqueue(conn, "plain", {}, tenant_id="b", dedupe_key="k") is not None
+    assert enqueue(conn, "plain", {}, dedupe_key="k") is not None
+    assert enqueue(conn, "plain", {}, dedupe_key="k") is None
+    assert count(conn) == 3
+
+
+@pytest.mark.parametrize(
+    ("job_type", "payload", "options", "error", "message"),
+    [
+        ("nope", {}, {}, UnknownJobType, "unknown job type 'nope'"),
+        ("page", {"url": ""}, {}, InvalidPayload, "does not fit the stage's model"),
+        ("page", {}, {}, InvalidPayload, "url"),
+        ("plain", ["not", "a", "dict"], {}, InvalidPayload, "must be a JSON object"),
+        ("plain", {"x": {1, 2}}, {}, InvalidPayload, "not JSON-serializable"),
+        ("plain", {"x": float("nan")}, {}, InvalidPayload, "not JSON-serializable"),
+        ("plain", {}, {"run_after": datetime(2030, 1, 1)}, InvalidPayload, "timezone-aware"),
+        ("plain", {}, {"tenant_id": ""}, InvalidPayload, "tenant_id"),
+        ("plain", {}, {"max_attempts": 0}, InvalidPayload, "max_attempts"),
+    ],
+)
+def test_bad_input_is_refused_with_a_clear_error_and_changes_nothing(
+    conn, job_type, payload, options, error, message
+) -> None:
+    with pytest.raises(error, match=message):
+        enqueue(conn, job_type, payload, **options)
+    assert count(conn) == 0
+
+
+def test_payload_over_the_size_limit_is_refused(conn, monkeypatch) -> None:
+    assert enqueue(conn, "plain", {"blob": "x" * 1000}) is not None
+    monkeypatch.setenv("FAIRQUEUE_MAX_PAYLOAD_BYTES", "100")
+    with pytest.raises(PayloadTooLarge, match="over the limit of 100"):
+        enqueue(conn, "plain", {"blob": "x" * 1000})
+    assert count(conn) == 1
+
+
+def test_default_size_limit_is_one_mebibyte(conn) -> None:
+    with pytest.raises(PayloadTooLarge, match="over the limit of 1048576"):
+        enqueue(conn, "plain", {"blob": "x" * (1024 * 1024)})
+
+
+def test_run_after_delays_the_job(conn) -> None:
+    later = enqueue(conn, "plain", {}, run_after=timedelta(minutes=5))
+    row = conn.execute(
+        "select run_after - now() as delay from fairqueue.jobs where id = %s", (later,)
+    ).fetchone()
+    assert timedelta(minutes=4) < row["delay"] <= timedelta(minutes=5)

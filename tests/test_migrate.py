@@ -1,0 +1,56 @@
+import threading
+
+import psycopg
+import pytest
+from fairqueue import connect, migrate
+from fairqueue.migrate import migrations
+from psycopg import sql
+
+
+def test_migrations_are_numbered_in_order() -> None:
+    found = migrations()
+    assert [m.version for m in found] == sorted(m.version for m in found)
+    assert found[0].name == "0001_core.sql"
+
+
+def test_migrate_twice_applies_nothing_the_second_time(dsn: str) -> None:
+    with connect(dsn) as conn:
+        assert migrate(conn) == []  # the template already holds every migration
+        rows = conn.execute("select version from fairqueue.migrations order by 1").fetchall()
+    assert [r["version"] for r in rows] == [m.version for m in migrations()]
+
+
+@pytest.fixture
+def empty_dsn(server_dsn: str) -> str:
+    from conftest import dsn_for
+
+    name = "fq_empty_migrate"
+    with psycopg.connect(server_dsn, autocommit=True) as admin:
+        admin.execute(sql.SQL("drop database if exists {} (force)").format(sql.Identifier(name)))
+        admin.execute(sql.SQL("create database {}").format(sql.Identifier(name)))
+    yield dsn_for(server_dsn, name)
+    with psycopg.connect(server_dsn, autocommit=True) as admin:
+        admin.execute(sql.SQL("drop database if exists {} (force)").format(sql.Identifier(name)))
+
+
+def test_two_migrators_at_once_apply_each_migration_once(empty_dsn: str) -> None:
+    barrier = threading.Barrier(2)
+    applied: list[list[str]] = []
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            with connect(empty_dsn) as conn:
+                barrier.wait(timeout=10)
+                applied.append(migrate(conn))
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert errors == []
+    everything = [m.name for m in migrations()]
+    assert sorted(applied, key=len) == [[], everything]
