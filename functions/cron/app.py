@@ -1,0 +1,75 @@
+"""The scheduled cron function: parse the event, run the pipeline, shape the answer."""
+
+import os
+import time
+from typing import Any
+
+from aws_lambda_powertools import Logger, Metrics, Tracer, single_metric
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.metrics.functions import is_metrics_disabled
+from aws_lambda_powertools.utilities import parameters
+from aws_lambda_powertools.utilities.typing import LambdaContext
+from fairqueue.cron import (
+    ConnectionCache,
+    CronAnswer,
+    ScheduledEvent,
+    dsn_from_secret,
+    invoke,
+    load_stages,
+)
+from fairqueue.errors import ConfigurationError
+
+logger = Logger()
+metrics = Metrics()
+tracer = Tracer()
+
+
+def database_url() -> str:
+    url = os.environ.get("DATABASE_URL")
+    if url:
+        return url
+    secret_arn = os.environ.get("DATABASE_SECRET_ARN")
+    if not secret_arn:
+        raise ConfigurationError("set DATABASE_SECRET_ARN (or DATABASE_URL) for the cron function")
+    secret = parameters.get_secret(secret_arn, max_age=300)
+    return dsn_from_secret(secret)
+
+
+CONNECTION = ConnectionCache(database_url)
+STAGES = load_stages()
+
+
+@logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    parsed = ScheduledEvent.parse(event)
+    if parsed.correlation_id:
+        logger.set_correlation_id(parsed.correlation_id)
+    started = time.monotonic()
+    result = invoke(CONNECTION, STAGES, parsed, context)
+    metrics.add_metric(
+        name="RunDuration", unit=MetricUnit.Seconds, value=time.monotonic() - started
+    )
+    metrics.add_metric(name="JobsDone", unit=MetricUnit.Count, value=result.jobs_done)
+    metrics.add_metric(name="JobsFailed", unit=MetricUnit.Count, value=result.jobs_failed)
+    metrics.add_metric(name="JobsDeferred", unit=MetricUnit.Count, value=result.jobs_deferred)
+    metrics.add_metric(name="QuotaUnits", unit=MetricUnit.Count, value=result.units)
+    # single_metric prints even when metrics are disabled (the local loop), hence the guard.
+    if not is_metrics_disabled():
+        with single_metric(
+            name="Runs",
+            unit=MetricUnit.Count,
+            value=1,
+            default_dimensions=metrics.default_dimensions,
+        ) as run_metric:
+            run_metric.add_dimension(name="StopReason", value=result.stop_reason)
+    if result.stop_reason == "error":
+        metrics.add_metric(name="RunErrors", unit=MetricUnit.Count, value=1)
+        logger.error(
+            "run stopped on an error", extra={"run_id": str(result.run_id), "error": result.error}
+        )
+    logger.info(
+        "run closed", extra={"run_id": str(result.run_id), "stop_reason": result.stop_reason}
+    )
+    return CronAnswer.of(result).model_dump()
