@@ -13,11 +13,12 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
 from fairqueue.db import Connection, connect
 from fairqueue.embedded import embedded_dsn
 from fairqueue.migrate import migrate
-from psycopg import sql
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -1,6 +1,8 @@
 from datetime import datetime, timedelta
 
 import pytest
+from pydantic import BaseModel, Field
+
 from fairqueue import (
     InvalidPayload,
     PayloadTooLarge,
@@ -9,7 +11,6 @@ from fairqueue import (
     connect,
     enqueue,
 )
-from pydantic import BaseModel, Field
 from support import count, job
 
 

@@ -2,9 +2,10 @@ import threading
 
 import psycopg
 import pytest
+from psycopg import sql
+
 from fairqueue import connect, migrate
 from fairqueue.migrate import migrations
-from psycopg import sql
 
 
 def test_migrations_are_numbered_in_order() -> None:

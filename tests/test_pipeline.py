@@ -5,9 +5,10 @@ import time
 from datetime import timedelta
 
 import pytest
+from pydantic import BaseModel
+
 from fairqueue import DatabaseUnavailable, Defer, Job, Stage, define_quota, enqueue, run_pipeline
 from fairqueue.claim import claim_batch, complete
-from pydantic import BaseModel
 from support import age_job, count, job, runs
 
 

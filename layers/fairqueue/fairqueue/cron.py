@@ -12,6 +12,7 @@ from typing import Any
 from urllib.parse import quote
 
 import psycopg
+from psycopg.conninfo import conninfo_to_dict
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .db import Connection, connect
@@ -116,16 +117,20 @@ def load_stages(spec: str | None = None) -> list[Stage]:
 
 
 def dsn_from_secret(secret: str) -> str:
-    """A secret holding a postgres URL, or an RDS-style JSON object, as a DSN."""
+    """A secret holding a connection string (URL or key=value), or RDS-style JSON, as a DSN."""
     text = secret.strip()
-    if text.startswith(("postgres://", "postgresql://")):
+    if not text.startswith(("{", "[")):
+        try:
+            conninfo_to_dict(text)
+        except psycopg.ProgrammingError:
+            raise ConfigurationError(
+                "the database secret is neither a connection string nor a JSON object"
+            ) from None
         return text
     try:
         data = json.loads(text)
-    except json.JSONDecodeError:
-        raise ConfigurationError(
-            "the database secret is neither a postgresql:// URL nor a JSON object"
-        ) from None
+    except json.JSONDecodeError as exc:
+        raise ConfigurationError(f"the database secret is not valid JSON: {exc}") from None
     if not isinstance(data, dict):
         raise ConfigurationError("the database secret's JSON must be an object")
     missing = [k for k in ("host", "username", "password") if not data.get(k)]
@@ -135,7 +140,7 @@ def dsn_from_secret(secret: str) -> str:
     password = quote(str(data["password"]), safe="")
     dbname = quote(str(data.get("dbname") or "postgres"), safe="")
     port = int(data.get("port") or 5432)
-    return f"postgresql://{user}:{password}@{data['host']}:{port}/{dbname}?sslmode=prefer"
+    return f"postgresql://{user}:{password}@{data['host']}:{port}/{dbname}?sslmode=require"
 
 
 class ConnectionCache:

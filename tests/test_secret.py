@@ -1,0 +1,113 @@
+"""The cron function finds its database in Secrets Manager, served by moto on loopback."""
+
+import json
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import boto3
+import pytest
+from psycopg.conninfo import conninfo_to_dict
+
+from fairqueue.cron import dsn_from_secret
+from fairqueue.errors import ConfigurationError
+from fairqueue.local import LocalContext, load_handler, scheduled_event
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def moto_endpoint() -> Iterator[str]:
+    port = free_port()
+    server = subprocess.Popen(
+        [str(Path(sys.executable).parent / "moto_server"), "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        else:
+            pytest.fail("moto server did not start")
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+@pytest.fixture
+def aws(monkeypatch, moto_endpoint: str) -> str:
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.setenv("AWS_ENDPOINT_URL_SECRETS_MANAGER", moto_endpoint)
+    return moto_endpoint
+
+
+def test_the_cron_function_reads_its_database_url_from_the_secret(
+    aws, dsn, conn, monkeypatch
+) -> None:
+    client = boto3.client("secretsmanager")
+    arn = client.create_secret(Name="fairqueue/db-url", SecretString=dsn)["ARN"]
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    monkeypatch.setenv("DATABASE_SECRET_ARN", arn)
+    monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "fairqueue")
+    monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", "fairqueue-cron")
+    handler = load_handler(str(ROOT / "functions/cron/app.py") + ":handler")
+    answer = handler(scheduled_event(), LocalContext())
+    assert answer["stopReason"] == "no_work"
+    row = conn.execute("select id, trigger from fairqueue.runs").fetchone()
+    assert (str(row["id"]), row["trigger"]) == (answer["runId"], "schedule")
+
+
+def test_rds_style_json_secret_becomes_a_dsn() -> None:
+    dsn = dsn_from_secret(
+        json.dumps(
+            {
+                "host": "db.internal",
+                "port": 6432,
+                "username": "app",
+                "password": "p@ss:/w",
+                "dbname": "q",
+            }
+        )
+    )
+    parts = conninfo_to_dict(dsn)
+    assert parts["host"] == "db.internal"
+    assert parts["port"] == "6432"
+    assert parts["user"] == "app"
+    assert parts["password"] == "p@ss:/w"
+    assert parts["dbname"] == "q"
+
+
+def test_connection_string_secret_is_used_as_is() -> None:
+    assert dsn_from_secret(" postgresql://u@h/d\n") == "postgresql://u@h/d"
+    assert dsn_from_secret("host=h dbname=d") == "host=h dbname=d"
+
+
+@pytest.mark.parametrize(
+    ("secret", "message"),
+    [
+        ("not a url", "neither a connection string nor a JSON object"),
+        ("{oops", "not valid JSON"),
+        ("[1, 2]", "must be an object"),
+        ('{"host": "h"}', "lacks username, password"),
+    ],
+)
+def test_malformed_secret_is_a_clear_error(secret: str, message: str) -> None:
+    with pytest.raises(ConfigurationError, match=message):
+        dsn_from_secret(secret)
