@@ -14,7 +14,7 @@ from psycopg.conninfo import conninfo_to_dict
 
 from fairqueue.cron import dsn_from_secret
 from fairqueue.errors import ConfigurationError
-from fairqueue.local import LocalContext, load_handler, scheduled_event
+from fairqueue.local import LocalContext, load_module, scheduled_event
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -67,8 +67,11 @@ def test_the_cron_function_reads_its_database_url_from_the_secret(
     monkeypatch.setenv("DATABASE_SECRET_ARN", arn)
     monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "fairqueue")
     monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", "fairqueue-cron")
-    handler = load_handler(str(ROOT / "functions/cron/app.py") + ":handler")
-    answer = handler(scheduled_event(), LocalContext())
+    app = load_module(ROOT / "functions/cron/app.py")
+    try:
+        answer = app.handler(scheduled_event(), LocalContext())
+    finally:
+        app.CONNECTION.close()
     assert answer["stopReason"] == "no_work"
     row = conn.execute("select id, trigger from fairqueue.runs").fetchone()
     assert (str(row["id"]), row["trigger"]) == (answer["runId"], "schedule")

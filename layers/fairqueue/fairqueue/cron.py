@@ -163,6 +163,11 @@ class ConnectionCache:
         self._conn = connect(self.dsn, autocommit=True)
         return self._conn
 
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
 
 def invoke(
     cache: ConnectionCache,

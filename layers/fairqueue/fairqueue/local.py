@@ -8,6 +8,7 @@ import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from .errors import ConfigurationError
@@ -49,12 +50,8 @@ def scheduled_event(
     }
 
 
-def load_handler(spec: str) -> Handler:
-    """A handler named ``path/to/app.py:attribute``."""
-    path_text, sep, attribute = spec.rpartition(":")
-    if not sep or not path_text or not attribute:
-        raise ConfigurationError(f"--handler must look like path/to/app.py:handler, got {spec!r}")
-    path = Path(path_text)
+def load_module(path: Path) -> ModuleType:
+    """A function's handler file, loaded as a module the way the Lambda runtime imports it."""
     if not path.is_file():
         raise ConfigurationError(f"no handler file at {path}")
     module_spec = importlib.util.spec_from_file_location(
@@ -64,7 +61,16 @@ def load_handler(spec: str) -> Handler:
         raise ConfigurationError(f"cannot load {path} as a module")
     module = importlib.util.module_from_spec(module_spec)
     module_spec.loader.exec_module(module)
-    handler = getattr(module, attribute, None)
+    return module
+
+
+def load_handler(spec: str) -> Handler:
+    """A handler named ``path/to/app.py:attribute``."""
+    path_text, sep, attribute = spec.rpartition(":")
+    if not sep or not path_text or not attribute:
+        raise ConfigurationError(f"--handler must look like path/to/app.py:handler, got {spec!r}")
+    path = Path(path_text)
+    handler = getattr(load_module(path), attribute, None)
     if not callable(handler):
         raise ConfigurationError(f"{path} has no callable {attribute!r}")
     return handler  # type: ignore[no-any-return]
