@@ -20,7 +20,7 @@ from .example import seed_workload
 from .jobs import enqueue
 from .migrate import migrate
 from .plans import PLANS
-from .runs import RunRow, recent_runs
+from .runs import RunRow, get_run, recent_runs
 from .status import queue_status
 
 EMBEDDED_DATA_DIR = Path(".pgdata")
@@ -95,15 +95,17 @@ def cmd_run(args: argparse.Namespace) -> int:
     _stop_on_signals()
     print_run_header()
     while True:
-        answer = handler(local.scheduled_event(), local.LocalContext())
+        answer = cron.CronAnswer.model_validate(
+            handler(local.scheduled_event(), local.LocalContext())
+        )
         with connect(dsn) as conn:
-            print_run(recent_runs(conn, 1)[0])
+            run = get_run(conn, answer.run_id)
+            assert run is not None, f"the handler answered with an unknown run {answer.run_id}"
+            print_run(run)
             drained = is_drained(conn)
         if cron.stop_requested.is_set():
             print("stopped: the batch in flight finished and its run row is written")
             return 0
-        if isinstance(answer, dict) and answer.get("stopReason") == "error":
-            print(f"the run stopped on an error: {answer.get('error')}", file=sys.stderr)
         if drained:
             with connect(dsn) as conn:
                 print_status(conn)

@@ -132,3 +132,8 @@ class RunRow:
 def recent_runs(conn: Connection, limit: int = 20) -> list[RunRow]:
     rows = conn.execute(query("recent_runs"), {"limit": limit}).fetchall()
     return [RunRow(**row) for row in rows]
+
+
+def get_run(conn: Connection, run_id: UUID | str) -> RunRow | None:
+    row = conn.execute(query("get_run"), {"id": run_id}).fetchone()
+    return RunRow(**row) if row else None

@@ -22,3 +22,9 @@ select id, trigger, stop_reason, jobs_done, jobs_failed, jobs_deferred, quota_un
   from fairqueue.runs
  order by started_at desc
  limit %(limit)s;
+
+-- name: get_run
+select id, trigger, stop_reason, jobs_done, jobs_failed, jobs_deferred, quota_units, error,
+       started_at, finished_at, summary
+  from fairqueue.runs
+ where id = %(id)s;
