@@ -2,8 +2,8 @@
 --
 -- served.n counts the jobs whose served_at is newer than the watermark. A trigger applies every
 -- change to jobs as it happens; expire_served() moves the watermark up to now() - 1 day and
--- subtracts what it passed. Rows changed near the window's edge take a shared advisory lock that
--- the expiry takes exclusively, so the two never count one row differently.
+-- subtracts what it passed. Statements that change rows near the window's edge take a shared
+-- advisory lock that the expiry takes exclusively, so the two never count one row differently.
 
 create table fairqueue.served (
     type      text not null,
@@ -22,46 +22,72 @@ insert into fairqueue.served_watermark (watermark) values (now() - interval '1 d
 create function fairqueue.served_edge_lock() returns void
 language sql as $$ select pg_advisory_xact_lock_shared(hashtextextended('fairqueue.served', 0)) $$;
 
-create function fairqueue.jobs_served_trigger() returns trigger
+-- Statement-level triggers see every row a statement changed at once, so each applies its
+-- net change per (type, group) in one INSERT ... ORDER BY: concurrent claims touching the same
+-- groups lock counter rows in the same order and cannot deadlock.
+
+create function fairqueue.served_near_edge(oldest timestamptz) returns void
+language sql as $$
+    select fairqueue.served_edge_lock() where oldest < now() - interval '23 hours'
+$$;
+
+create function fairqueue.jobs_served_insert() returns trigger
 language plpgsql as $$
-declare
-    wm timestamptz;
-    old_counts boolean := false;
-    new_counts boolean := false;
-    edge timestamptz := now() - interval '23 hours';
 begin
-    if tg_op in ('UPDATE', 'DELETE') and old.served_at is not null then
-        if old.served_at < edge then perform fairqueue.served_edge_lock(); end if;
-    end if;
-    if tg_op in ('INSERT', 'UPDATE') and new.served_at is not null then
-        if new.served_at < edge then perform fairqueue.served_edge_lock(); end if;
-    end if;
-    select watermark into wm from fairqueue.served_watermark;
-    if tg_op in ('UPDATE', 'DELETE') then
-        old_counts := old.served_at is not null and old.served_at > wm;
-    end if;
-    if tg_op in ('INSERT', 'UPDATE') then
-        new_counts := new.served_at is not null and new.served_at > wm;
-    end if;
-    if old_counts and new_counts and old.type = new.type
-       and coalesce(old.group_id, '') = coalesce(new.group_id, '') then
-        return null;
-    end if;
-    if old_counts then
-        update fairqueue.served set n = n - 1
-         where type = old.type and group_key = coalesce(old.group_id, '');
-    end if;
-    if new_counts then
-        insert into fairqueue.served as s (type, group_key, n)
-        values (new.type, coalesce(new.group_id, ''), 1)
-        on conflict (type, group_key) do update set n = s.n + 1;
-    end if;
+    perform fairqueue.served_near_edge((select min(served_at) from new_rows));
+    insert into fairqueue.served as s (type, group_key, n)
+    select type, coalesce(group_id, ''), count(*)
+      from new_rows
+     where served_at > (select watermark from fairqueue.served_watermark)
+     group by 1, 2
+     order by 1, 2
+    on conflict (type, group_key) do update set n = s.n + excluded.n;
     return null;
 end $$;
 
-create trigger jobs_served after insert or update of status, finished_at, locked_at, type, group_id
-    or delete on fairqueue.jobs
-    for each row execute function fairqueue.jobs_served_trigger();
+create function fairqueue.jobs_served_update() returns trigger
+language plpgsql as $$
+begin
+    perform fairqueue.served_near_edge(
+        least((select min(served_at) from old_rows), (select min(served_at) from new_rows)));
+    insert into fairqueue.served as s (type, group_key, n)
+    select type, group_key, sum(d)
+      from (select type, coalesce(group_id, '') as group_key, -1 as d, served_at from old_rows
+            union all
+            select type, coalesce(group_id, ''), 1, served_at from new_rows) as changed
+     where served_at > (select watermark from fairqueue.served_watermark)
+     group by 1, 2
+    having sum(d) <> 0
+     order by 1, 2
+    on conflict (type, group_key) do update set n = s.n + excluded.n;
+    return null;
+end $$;
+
+create function fairqueue.jobs_served_delete() returns trigger
+language plpgsql as $$
+begin
+    perform fairqueue.served_near_edge((select min(served_at) from old_rows));
+    insert into fairqueue.served as s (type, group_key, n)
+    select type, coalesce(group_id, ''), -count(*)
+      from old_rows
+     where served_at > (select watermark from fairqueue.served_watermark)
+     group by 1, 2
+     order by 1, 2
+    on conflict (type, group_key) do update set n = s.n + excluded.n;
+    return null;
+end $$;
+
+create trigger jobs_served_insert after insert on fairqueue.jobs
+    referencing new table as new_rows
+    for each statement execute function fairqueue.jobs_served_insert();
+
+create trigger jobs_served_update after update on fairqueue.jobs
+    referencing old table as old_rows new table as new_rows
+    for each statement execute function fairqueue.jobs_served_update();
+
+create trigger jobs_served_delete after delete on fairqueue.jobs
+    referencing old table as old_rows
+    for each statement execute function fairqueue.jobs_served_delete();
 
 -- Returns false when another transaction holds the edge lock; the caller then reads counts that
 -- are at most that transaction's length stale.
@@ -78,12 +104,13 @@ begin
     if wm >= target then
         return true;
     end if;
-    update fairqueue.served s set n = s.n - gone.n
-      from (select type, coalesce(group_id, '') as group_key, count(*) as n
-              from fairqueue.jobs
-             where served_at > wm and served_at <= target
-             group by 1, 2) gone
-     where s.type = gone.type and s.group_key = gone.group_key;
+    insert into fairqueue.served as s (type, group_key, n)
+    select type, coalesce(group_id, ''), -count(*)
+      from fairqueue.jobs
+     where served_at > wm and served_at <= target
+     group by 1, 2
+     order by 1, 2
+    on conflict (type, group_key) do update set n = s.n + excluded.n;
     update fairqueue.served_watermark set watermark = target;
     return true;
 end $$;

@@ -13,16 +13,21 @@ from collections.abc import Callable
 from typing import Any
 from uuid import UUID
 
-import pytest
-from support import age_job, count, runs
-
 from fairqueue import Job, Stage, connect, enqueue, run_pipeline
 from fairqueue.claim import ClaimedJob, claim_batch
 from fairqueue.db import Connection
 from fairqueue.pipeline import RunResult
 from fairqueue.tenants import pause_group, set_plan
+from support import age_job, count, runs
 
 JOIN_TIMEOUT_S = 60
+
+
+def add(conn: Connection, job_type: str, payload: dict[str, Any], **options: Any) -> UUID:
+    """Enqueue a job that must be new; its id."""
+    job_id = enqueue(conn, job_type, payload, **options)
+    assert job_id is not None
+    return job_id
 
 
 def run_threads(targets: list[Callable[[], Any]]) -> list[Any]:
@@ -62,26 +67,25 @@ class Recorder:
         time.sleep(0.001)  # long enough for the other runs to interleave
 
 
-# One group: every job shares one fairness bucket. Many groups: the realistic case, several
-# tenants' campaigns, each a group, served in turn.
-@pytest.mark.parametrize("groups", [1, 8], ids=["one-group", "eight-groups"])
 def test_concurrent_pipelines_run_every_job_exactly_once_and_stop_healthy(
-    dsn: str, conn: Connection, groups: int
+    dsn: str, conn: Connection
 ) -> None:
+    # Tenants of different plans, jobs spread over several groups.
     workers, jobs = 4, 300
     record = Recorder()
     stage = Stage("conc_each_once", handler=record, batch=10, concurrency=2)
     for tenant, plan in (("t-free", "free"), ("t-pro", "pro")):
         set_plan(conn, tenant, plan)
-    enqueued = set()
-    for n in range(jobs):
-        if groups == 1:
-            job_id = enqueue(conn, stage.name, {"n": n})
-        else:
-            tenant = ("t-free", "t-pro", None)[n % 3]
-            job_id = enqueue(conn, stage.name, {"n": n}, tenant_id=tenant, group_id=f"g{n % groups}")
-        assert job_id is not None
-        enqueued.add(job_id)
+    enqueued = {
+        add(
+            conn,
+            stage.name,
+            {"n": n},
+            tenant_id=("t-free", "t-pro", None)[n % 3],
+            group_id=f"g{n % 8}",
+        )
+        for n in range(jobs)
+    }
 
     def one_run() -> RunResult:
         return run_pipeline(dsn, [stage], trigger="manual")
@@ -104,9 +108,9 @@ def test_concurrent_pipelines_run_every_job_exactly_once_and_stop_healthy(
 
 def test_two_overlapping_claimers_split_what_is_claimable(conn: Connection, dsn: str) -> None:
     stage = Stage("conc_split", handler=lambda job: None, max_attempts=2)
-    claimable = {enqueue(conn, stage.name, {"n": n}) for n in range(36)}
+    claimable = {add(conn, stage.name, {"n": n}) for n in range(36)}
     # Running with an expired lease and an attempt left: claimable again.
-    rescued = enqueue(conn, stage.name, {"rescue": True})
+    rescued = add(conn, stage.name, {"rescue": True})
     conn.execute(
         "update fairqueue.jobs set status = 'running', attempts = 1, locked_by = 'gone',"
         " lease_until = now() - interval '1 minute' where id = %s",
@@ -115,9 +119,9 @@ def test_two_overlapping_claimers_split_what_is_claimable(conn: Connection, dsn:
     claimable.add(rescued)
     # Not claimable: not due, running under a live lease, lease expired on the last attempt,
     # paused group, finished, another type.
-    later = enqueue(conn, stage.name, {"later": True})
+    later = add(conn, stage.name, {"later": True})
     age_job(conn, later, run_after=-3600)
-    live, last = (enqueue(conn, stage.name, {"k": k}) for k in ("live", "last"))
+    live, last = (add(conn, stage.name, {"k": k}) for k in ("live", "last"))
     conn.execute(
         "update fairqueue.jobs set status = 'running', attempts = 1, locked_by = 'other',"
         " lease_until = now() + interval '1 hour' where id = %s",
@@ -129,11 +133,11 @@ def test_two_overlapping_claimers_split_what_is_claimable(conn: Connection, dsn:
         (last,),
     )
     pause_group(conn, "conc-paused")
-    enqueue(conn, stage.name, {"paused": True}, group_id="conc-paused")
-    finished = enqueue(conn, stage.name, {"done": True})
+    add(conn, stage.name, {"paused": True}, group_id="conc-paused")
+    finished = add(conn, stage.name, {"done": True})
     conn.execute("update fairqueue.jobs set status = 'done' where id = %s", (finished,))
     Stage("conc_split_other", handler=lambda job: None)
-    enqueue(conn, "conc_split_other", {})
+    add(conn, "conc_split_other", {})
     before = {
         r["id"]: (r["status"], r["attempts"])
         for r in conn.execute("select id, status, attempts from fairqueue.jobs").fetchall()
@@ -175,9 +179,7 @@ def test_two_overlapping_claimers_split_what_is_claimable(conn: Connection, dsn:
     assert {i: after[i] for i in untouched} == {i: before[i] for i in untouched}
 
 
-def test_overlapping_claimers_over_many_groups_do_not_deadlock(
-    conn: Connection, dsn: str
-) -> None:
+def test_overlapping_claimers_over_many_groups_do_not_deadlock(conn: Connection, dsn: str) -> None:
     # Each claim bumps a served counter row per group it took from. Two claims taking from the
     # same groups in a different order must not wait on each other in a cycle.
     stage = Stage("conc_groups", handler=lambda job: None)
@@ -185,13 +187,15 @@ def test_overlapping_claimers_over_many_groups_do_not_deadlock(
     for _ in range(rounds):
         conn.execute("delete from fairqueue.jobs")
         for n in range(200):
-            enqueue(conn, stage.name, {"n": n}, group_id=f"grp-{n % 8}")
+            add(conn, stage.name, {"n": n}, group_id=f"grp-{n % 8}")
 
         def drain(name: str) -> Callable[[], list[UUID]]:
             def claim_until_empty() -> list[UUID]:
                 taken: list[UUID] = []
                 with connect(dsn, autocommit=True) as own:
-                    while batch := claim_batch(own, stage.name, batch=10, lease_s=60, locked_by=name):
+                    while batch := claim_batch(
+                        own, stage.name, batch=10, lease_s=60, locked_by=name
+                    ):
                         taken.extend(j.id for j in batch)
                 return taken
 
@@ -227,7 +231,7 @@ def test_a_stage_never_runs_more_handlers_at_once_than_its_concurrency(
                 in_flight -= 1
 
     stage = Stage("conc_limit", handler=handler, concurrency=3, batch=9)
-    ids = {enqueue(conn, stage.name, {"n": n}) for n in range(18)}
+    ids = {add(conn, stage.name, {"n": n}) for n in range(18)}
 
     result = run_pipeline(dsn, [stage], trigger="manual")
 

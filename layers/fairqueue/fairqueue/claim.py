@@ -57,8 +57,10 @@ def claim_batch(
     plans: Plans = PLANS,
 ) -> list[ClaimedJob]:
     """Claim up to ``batch`` jobs of a type in fair order, in one transaction."""
+    # The expiry commits on its own first (on an autocommit connection), so the claim never
+    # holds counter rows locked by it while waiting for others.
+    conn.execute(query("expire_served"))
     with conn.transaction():
-        conn.execute(query("expire_served"))
         rows = conn.execute(
             query("claim_batch"),
             {
@@ -138,8 +140,15 @@ class AbandonedJob:
     error: str
 
 
-def fail_abandoned(conn: Connection, *, limit: int = 500) -> list[AbandonedJob]:
-    """Fail jobs whose invocation died on their last attempt; returns them for give-up hooks."""
+def fail_abandoned(
+    conn: Connection, job_types: list[str], *, limit: int = 500
+) -> list[AbandonedJob]:
+    """Fail jobs of these types whose invocation died on their last attempt.
+
+    Returns them, so the caller can run their give-up hooks (refund paid work).
+    """
     with conn.transaction():
-        rows = conn.execute(query("fail_abandoned"), {"limit": limit}).fetchall()
+        rows = conn.execute(
+            query("fail_abandoned"), {"types": job_types, "limit": limit}
+        ).fetchall()
     return [AbandonedJob(ClaimedJob.from_row(row), str(row["last_error"])) for row in rows]

@@ -68,7 +68,10 @@ def cmd_tick(args: argparse.Namespace) -> int:
     stages = cron.load_stages(args.stages)
     cache = cron.ConnectionCache(lambda: dsn)
     event = cron.ScheduledEvent.parse(local.scheduled_event())
-    result = cron.invoke(cache, stages, event, local.LocalContext())
+    try:
+        result = cron.invoke(cache, stages, event, local.LocalContext())
+    finally:
+        cache.close()
     print(json.dumps(cron.CronAnswer.of(result).model_dump(), indent=2))
     return 0 if result.stop_reason != "error" else 1
 

@@ -114,16 +114,18 @@ class Pipeline:
     def one_pass(self) -> StopReason | None:
         """Claim and run one batch from the first stage that has work; a reason to stop, or None."""
         for stage in self.stages:
-            if stage.quota is not None:
+            fits = self.batch_fits(stage)
+            if stage.quota is not None or not fits:
+                # A stop that concerns this stage counts only if it has work to stop.
                 with self.db.use() as conn:
                     if not claim.has_claimable(conn, stage.name):
                         continue
-                    state = quotas.read_quota(conn, stage.quota)
-                quota_stop = state.stop_reason()
+                    state = quotas.read_quota(conn, stage.quota) if stage.quota else None
+                if not fits:
+                    return "time_budget"
+                quota_stop = state.stop_reason() if state else None
                 if quota_stop is not None:
                     return quota_stop
-            if not self.batch_fits(stage):
-                return "time_budget"
             with self.db.use() as conn:
                 jobs = claim.claim_batch(
                     conn,
@@ -238,8 +240,8 @@ class Pipeline:
             tally.failed += 1
             self.give_up(stage, job, describe(error) if error else "failed")
 
-    def give_up(self, stage: Stage | None, job: claim.ClaimedJob, error: str) -> None:
-        if stage is None or stage.on_give_up is None:
+    def give_up(self, stage: Stage, job: claim.ClaimedJob, error: str) -> None:
+        if stage.on_give_up is None:
             return
         try:
             stage.on_give_up(self.job_for(stage, job), error)
@@ -254,11 +256,16 @@ class Pipeline:
             self.tally.hook_errors.append(f"{stage.name} {job.id}: {describe(exc)}")
 
     def fail_abandoned(self) -> None:
+        """Fail this run's stages' jobs that died on their last attempt, and run their hooks.
+
+        Only the run's own types: a run that cannot call a stage's give-up hook leaves its jobs
+        to a run that can.
+        """
         with self.db.use() as conn:
-            abandoned = claim.fail_abandoned(conn)
+            abandoned = claim.fail_abandoned(conn, list(self.by_type))
         for item in abandoned:
             self.tally.abandoned_failed += 1
-            self.give_up(self.by_type.get(item.job.type), item.job, item.error)
+            self.give_up(self.by_type[item.job.type], item.job, item.error)
 
 
 def describe(error: BaseException) -> str:

@@ -108,11 +108,13 @@ returning id;
 update fairqueue.jobs
    set status = 'failed',
        finished_at = now(),
+       lease_until = null,
        last_error = coalesce(last_error || E'\n', '')
                     || 'lease expired on the last attempt (' || attempts || ' of ' || max_attempts || ')'
  where id in (select id
                 from fairqueue.jobs
                where status = 'running' and lease_until < now() and attempts >= max_attempts
+                 and type = any(%(types)s::text[])
                order by lease_until
                limit %(limit)s
                  for update skip locked)

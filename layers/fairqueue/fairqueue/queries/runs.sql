@@ -10,7 +10,7 @@ update fairqueue.runs
        jobs_failed = %(jobs_failed)s,
        jobs_deferred = %(jobs_deferred)s,
        quota_units = %(quota_units)s,
-       summary = %(summary)s,
+       summary = summary || %(summary)s,
        error = %(error)s,
        finished_at = now()
  where id = %(id)s and finished_at is null
