@@ -1,0 +1,223 @@
+"""The ``fairqueue`` command, run in-process against the test's database."""
+
+from __future__ import annotations
+
+import gc
+import json
+import re
+import warnings
+from uuid import UUID
+
+import pytest
+
+import cron_stages
+from fairqueue import enqueue, run_pipeline
+from fairqueue.cli import RUN_COLUMNS, main
+from fairqueue.db import Connection
+from fairqueue.plans import PLANS
+from support import count, runs
+
+STAGES = "cron_stages:CLI_STAGES"
+UUID_LINE = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+
+
+@pytest.fixture(autouse=True)
+def _no_ambient_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only --database-url says where the database is; FAIRQUEUE_* from the shell do not leak in."""
+    for name in ("FAIRQUEUE_STAGES", "FAIRQUEUE_ENV", "FAIRQUEUE_MAX_PAYLOAD_BYTES"):
+        monkeypatch.delenv(name, raising=False)
+    cron_stages.reset()
+
+
+def test_plans_prints_every_plan_and_the_no_tenant_row(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plans"]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert lines[0].split()[:2] == ["plan", "priority"]
+    body = {line.split()[0]: line for line in lines[2:]}
+    for name in ("free", "pro", "team"):
+        assert name in body
+        assert str(PLANS.get(name).priority) in body[name].split()
+    (no_tenant,) = [line for line in lines if line.startswith("(no tenant)")]
+    assert f"ranks as {PLANS.middle.name}" in no_tenant
+    # highest priority first
+    order = [line.split()[0] for line in lines[2:] if not line.startswith("(")]
+    assert order == ["team", "pro", "free"]
+
+
+def test_migrate_on_a_migrated_database_is_up_to_date(
+    dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["--database-url", dsn, "migrate"]) == 0
+    assert capsys.readouterr().out.strip() == "up to date"
+
+
+def test_enqueue_prints_the_new_job_id_and_the_row_exists(
+    dsn: str, conn: Connection, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(
+        [
+            "--database-url",
+            dsn,
+            "enqueue",
+            "cli_echo",
+            '{"doc": "a"}',
+            "--tenant",
+            "acme",
+            "--group",
+            "acme/docs",
+            "--stages",
+            STAGES,
+        ]
+    )
+    assert code == 0
+    out = capsys.readouterr().out.strip()
+    assert UUID_LINE.match(out), out
+    row = conn.execute("select * from fairqueue.jobs where id = %s", (UUID(out),)).fetchone()
+    assert row is not None
+    assert (row["type"], row["payload"], row["status"]) == ("cli_echo", {"doc": "a"}, "pending")
+    assert (row["tenant_id"], row["group_id"]) == ("acme", "acme/docs")
+
+
+def test_enqueue_the_same_dedupe_key_twice_says_deduplicated(
+    dsn: str, conn: Connection, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = [
+        "--database-url",
+        dsn,
+        "enqueue",
+        "cli_echo",
+        "{}",
+        "--dedupe-key",
+        "k",
+        "--stages",
+        STAGES,
+    ]
+    assert main(argv) == 0
+    assert UUID_LINE.match(capsys.readouterr().out.strip())
+    assert main(argv) == 0
+    assert "deduplicated" in capsys.readouterr().out
+    assert count(conn) == 1
+
+
+def test_enqueue_an_unknown_type_exits_2_naming_it(
+    dsn: str, conn: Connection, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["--database-url", dsn, "enqueue", "no_such_type", "{}", "--stages", STAGES])
+    assert code == 2
+    captured = capsys.readouterr()
+    assert "'no_such_type'" in captured.err
+    assert "cli_echo" in captured.err  # the known types are listed
+    assert captured.out == ""
+    assert count(conn) == 0
+
+
+@pytest.mark.parametrize(
+    ("payload", "message"),
+    [("{not json", "not valid JSON"), ("[1, 2]", "JSON object"), ('"text"', "JSON object")],
+)
+def test_enqueue_a_payload_that_is_not_a_json_object_exits_2(
+    dsn: str, conn: Connection, capsys: pytest.CaptureFixture[str], payload: str, message: str
+) -> None:
+    code = main(["--database-url", dsn, "enqueue", "cli_echo", payload, "--stages", STAGES])
+    assert code == 2
+    captured = capsys.readouterr()
+    assert message in captured.err
+    assert captured.err.startswith("fairqueue: ")
+    assert count(conn) == 0
+
+
+def test_status_prints_a_header_and_a_row_per_type(
+    dsn: str, conn: Connection, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for _ in range(3):
+        assert main(["--database-url", dsn, "enqueue", "cli_echo", "{}", "--stages", STAGES]) == 0
+    capsys.readouterr()
+    assert main(["--database-url", dsn, "status"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == [
+        "type",
+        "backlog",
+        "scheduled",
+        "running",
+        "stuck",
+        "failed",
+        "done",
+    ]
+    assert [line.split() for line in lines[1:]] == [["cli_echo", "3", "0", "0", "0", "0", "0"]]
+
+
+def tick(dsn: str) -> tuple[int, list[str]]:
+    """`fairqueue tick`, and the ResourceWarnings (unclosed connections) it left behind."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        code = main(["--database-url", dsn, "tick", "--stages", STAGES])
+        gc.collect()
+    return code, [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)]
+
+
+def test_tick_writes_exactly_one_run(
+    dsn: str, conn: Connection, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for n in range(2):
+        argv = ["--database-url", dsn, "enqueue", "cli_echo", f'{{"n": {n}}}', "--stages", STAGES]
+        assert main(argv) == 0
+    capsys.readouterr()
+
+    code, _ = tick(dsn)  # the leak is test_tick_closes_its_database_connection's business
+
+    assert code == 0
+    answer = json.loads(capsys.readouterr().out)
+    assert (answer["stopReason"], answer["jobsDone"], answer["error"]) == ("no_work", 2, None)
+    (run,) = runs(conn)
+    assert str(run["id"]) == answer["runId"]
+    assert (run["trigger"], run["stop_reason"], run["jobs_done"]) == ("schedule", "no_work", 2)
+    assert run["finished_at"] is not None
+    assert len(cron_stages.seen("cli_echo")) == 2
+    assert count(conn, "status = 'done'") == 2
+
+
+def test_tick_closes_its_database_connection(dsn: str, conn: Connection) -> None:
+    code, leaked = tick(dsn)
+    assert code == 0
+    assert len(runs(conn)) == 1
+    # A one-shot command must close what it opened; psycopg warns when an open one is dropped.
+    assert leaked == []
+
+
+def test_runs_prints_a_header_and_a_row_per_run(
+    dsn: str, conn: Connection, capsys: pytest.CaptureFixture[str]
+) -> None:
+    enqueue(conn, "cli_echo", {})
+    run_pipeline(dsn, cron_stages.CLI_STAGES, trigger="manual")
+    run_pipeline(dsn, cron_stages.CLI_STAGES, trigger="manual")
+
+    assert main(["--database-url", dsn, "runs"]) == 0
+
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == list(RUN_COLUMNS)
+    assert [line.split()[2:7] for line in lines[1:]] == [
+        ["manual", "no_work", "0", "0", "0"],  # newest first
+        ["manual", "no_work", "1", "0", "0"],
+    ]
+
+
+def test_runs_on_an_empty_table_prints_only_the_header(
+    dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["--database-url", dsn, "runs", "--limit", "5"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 1
+    assert lines[0].startswith("started")
+
+
+def test_production_without_a_database_url_refuses_to_start(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    monkeypatch.setenv("FAIRQUEUE_ENV", "production")
+    assert main(["status"]) == 2
+    captured = capsys.readouterr()
+    assert "DATABASE_URL" in captured.err
+    assert "production" in captured.err
+    assert captured.out == ""
