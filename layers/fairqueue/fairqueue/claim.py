@@ -89,6 +89,12 @@ def complete(conn: Connection, job_id: UUID, locked_by: str) -> bool:
     )
 
 
+def complete_many(conn: Connection, job_ids: list[UUID], locked_by: str) -> set[UUID]:
+    """Mark done; returns the ids that were still this claimer's."""
+    rows = conn.execute(query("complete_many"), {"ids": job_ids, "locked_by": locked_by}).fetchall()
+    return {row["id"] for row in rows}
+
+
 @dataclass(frozen=True)
 class RetryOutcome:
     status: str

@@ -158,8 +158,14 @@ class Pipeline:
             futures: dict[Future[None], claim.ClaimedJob] = {
                 pool.submit(self.call_handler, stage, job): job for job in jobs
             }
+            succeeded: list[claim.ClaimedJob] = []
             for future in as_completed(futures):
-                self.finalize(stage, futures[future], future.exception(), tally)
+                error = future.exception()
+                if error is None:
+                    succeeded.append(futures[future])
+                else:
+                    self.finalize_failure(stage, futures[future], error, tally)
+        self.complete_batch(succeeded, tally)
         elapsed = time.monotonic() - started
         tally.seconds += elapsed
         self.longest_batch[stage.name] = max(self.longest_batch.get(stage.name, 0.0), elapsed)
@@ -194,24 +200,39 @@ class Pipeline:
             _follow_up=follow_up,
         )
 
-    def finalize(
+    def complete_batch(self, succeeded: list[claim.ClaimedJob], tally: StageTally) -> None:
+        """Mark a batch's successes done in one transaction, with their follow-ups.
+
+        One commit per batch rather than per job; a run that dies before it leaves those jobs
+        running, and they run again after their lease, as any job of a dead run does.
+        """
+        if not succeeded:
+            return
+        follow_ups = {job.id: self.follow_ups.pop(job.id, []) for job in succeeded}
+        with self.db.use() as conn, conn.transaction():
+            held = claim.complete_many(conn, list(follow_ups), self.locked_by)
+            for job_id in held:
+                for prepared in follow_ups[job_id]:
+                    jobs.insert(conn, prepared)
+        tally.done += len(held)
+        self.count_lost(tally, len(succeeded) - len(held))
+
+    def count_lost(self, tally: StageTally, lost: int) -> None:
+        if lost:
+            # A rescue took these jobs after our lease ran out; they are that claimer's now.
+            tally.lost += lost
+            log.warning("%d job(s) were no longer held by run %s", lost, self.run_id)
+
+    def finalize_failure(
         self,
         stage: Stage,
         job: claim.ClaimedJob,
-        error: BaseException | None,
+        error: BaseException,
         tally: StageTally,
     ) -> None:
-        follow_ups = self.follow_ups.pop(job.id, [])
+        self.follow_ups.pop(job.id, None)  # follow-ups land only with a completion
         with self.db.use() as conn:
-            if error is None:
-                # Follow-ups land with the completion or not at all.
-                with conn.transaction():
-                    held = claim.complete(conn, job.id, self.locked_by)
-                    if held:
-                        for prepared in follow_ups:
-                            jobs.insert(conn, prepared)
-                outcome = "done"
-            elif isinstance(error, Defer):
+            if isinstance(error, Defer):
                 held = claim.defer(conn, job.id, self.locked_by, error.until)
                 outcome = "deferred"
             elif isinstance(error, ValidationError):
@@ -219,26 +240,25 @@ class Pipeline:
                 held = claim.fail_now(conn, job.id, self.locked_by, reason)
                 outcome = "failed"
             else:
-                text = describe(error)
                 retried = claim.retry_or_fail(
-                    conn, job.id, self.locked_by, text, backoff_unit_s=stage.backoff_unit_s
+                    conn,
+                    job.id,
+                    self.locked_by,
+                    describe(error),
+                    backoff_unit_s=stage.backoff_unit_s,
                 )
                 held = retried is not None
                 outcome = "failed" if retried is None or retried.status == "failed" else "retried"
         if not held:
-            # A rescue took the job after our lease ran out; it is that claimer's now.
-            tally.lost += 1
-            log.warning("job %s of %s was no longer held by this run", job.id, stage.name)
+            self.count_lost(tally, 1)
             return
-        if outcome == "done":
-            tally.done += 1
-        elif outcome == "deferred":
+        if outcome == "deferred":
             tally.deferred += 1
         elif outcome == "retried":
             tally.retried += 1
         else:
             tally.failed += 1
-            self.give_up(stage, job, describe(error) if error else "failed")
+            self.give_up(stage, job, describe(error))
 
     def give_up(self, stage: Stage, job: claim.ClaimedJob, error: str) -> None:
         if stage.on_give_up is None:

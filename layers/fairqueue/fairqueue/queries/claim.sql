@@ -67,6 +67,12 @@ update fairqueue.jobs
  where id = %(id)s and status = 'running' and locked_by = %(locked_by)s
 returning id;
 
+-- name: complete_many
+update fairqueue.jobs
+   set status = 'done', finished_at = now(), lease_until = null, last_error = null
+ where id = any(%(ids)s::uuid[]) and status = 'running' and locked_by = %(locked_by)s
+returning id;
+
 -- name: retry_or_fail
 -- Backoff counts the attempt the claim already added: 2, then 4, then 8 units (a unit is a
 -- minute unless the stage sets another).
