@@ -1,0 +1,285 @@
+"""Claim latency: `fairqueue.claim.claim_batch` with a constant pending backlog as history grows.
+
+Only the claim is timed (its expiry step, the claim query and the commit, as the library runs
+them). Each claimed batch is then given back with `fairqueue.claim.release`, outside the timed
+section, so pending stays constant and the served counts return to where they were.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from fairqueue.claim import POOL_FACTOR, claim_batch, release
+from fairqueue.db import Connection
+from fairqueue.plans import PLANS
+from fairqueue.queries import query
+
+from . import database, load
+from .sizes import Sizes
+
+JOB_TYPE = "bench_claim"
+LOCKED_BY = "bench:latency"
+LEASE_S = 300.0
+HOUR_S = 3600.0
+DAY_S = 24 * HOUR_S
+
+Progress = Callable[[str], None]
+
+
+class BenchError(RuntimeError):
+    """The workload did not do what it must for its figures to mean anything."""
+
+
+@dataclass(frozen=True)
+class ClaimPlan:
+    """What the planner made of the claim query's ranking step (the `ranked` CTE): its estimate
+    of the claimable jobs against the real count, and the join methods chosen from it."""
+
+    scan_rows_estimated: int
+    scan_rows_actual: int
+    joins: str
+
+
+@dataclass(frozen=True)
+class LatencyCase:
+    history: int
+    history_age: str
+    pending: int
+    batch: int
+    samples: int
+    p50_ms: float
+    p90_ms: float
+    p99_ms: float
+    max_ms: float
+    # Rows of fairqueue.served (one per type and group): what the claim reads instead of history.
+    served_rows: int
+    # Rows whose served count differs from a recount of the jobs table (0 when correct).
+    served_drift: int
+    plan: ClaimPlan
+    history_load_s: float
+    # The expired variant only: the first claim, which moves the watermark over the whole
+    # history, and how many counted rows it expired.
+    first_claim_ms: float | None = None
+    expired_rows: int | None = None
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile of `values` (q in 0..100)."""
+    if not values:
+        raise ValueError("no values")
+    ordered = sorted(values)
+    rank = max(1, math.ceil(q / 100.0 * len(ordered)))
+    return ordered[rank - 1]
+
+
+def timed_claim(conn: Connection, batch: int) -> float:
+    """One claim of `batch` jobs, timed; the jobs are released untimed. Returns milliseconds."""
+    started = time.perf_counter()
+    jobs = claim_batch(conn, JOB_TYPE, batch=batch, lease_s=LEASE_S, locked_by=LOCKED_BY)
+    elapsed_ms = (time.perf_counter() - started) * 1000.0
+    if len(jobs) != batch:
+        raise BenchError(f"claimed {len(jobs)} jobs, expected {batch}: the backlog ran dry")
+    released = release(conn, [job.id for job in jobs], LOCKED_BY)
+    if released != batch:
+        raise BenchError(f"released {released} of {batch} claimed jobs")
+    return elapsed_ms
+
+
+def served_rows(conn: Connection) -> int:
+    row = conn.execute("select count(*) as n from fairqueue.served").fetchone()
+    assert row is not None
+    return int(row["n"])
+
+
+def served_drift(conn: Connection) -> int:
+    """(type, group) rows whose counter differs from counting the jobs past the watermark."""
+    row = conn.execute(
+        """
+        select count(*) as n
+          from (select type, group_key, n from fairqueue.served where n <> 0) s
+          full join (select j.type, coalesce(j.group_id, '') as group_key, count(*) as n
+                       from fairqueue.jobs j, fairqueue.served_watermark w
+                      where j.served_at > w.watermark
+                      group by 1, 2) r using (type, group_key)
+         where s.n is distinct from r.n
+        """
+    ).fetchone()
+    assert row is not None
+    return int(row["n"])
+
+
+def claim_plan(conn: Connection, batch: int) -> ClaimPlan:
+    """EXPLAIN ANALYZE the library's claim query with claim_batch's parameters, rolled back."""
+    params = {
+        "type": JOB_TYPE,
+        "batch": batch,
+        "pool": batch * POOL_FACTOR,
+        "lease_s": LEASE_S,
+        "locked_by": LOCKED_BY,
+        "run_id": None,
+        **PLANS.claim_params(),
+    }
+    with conn.transaction(force_rollback=True):
+        row = conn.execute("explain (analyze, format json) " + query("claim_batch"), params)
+        found = row.fetchone()
+    assert found is not None
+    root: dict[str, Any] = found["QUERY PLAN"][0]["Plan"]
+    ranked = _find(root, lambda node: node.get("Alias") == "r") or root
+    estimated = actual = 0
+    joins: Counter[str] = Counter()
+    for node in _walk(ranked):
+        kind = str(node["Node Type"])
+        if kind.endswith("Scan") and node.get("Relation Name") == "jobs":
+            estimated += int(node["Plan Rows"])
+            actual += int(node["Actual Rows"]) * int(node["Actual Loops"])
+        if "Join" in kind or kind == "Nested Loop":
+            joins[f"{kind} ({str(node.get('Join Type', '')).lower()})"] += 1
+    return ClaimPlan(
+        scan_rows_estimated=estimated,
+        scan_rows_actual=actual,
+        joins=", ".join(f"{n} {kind}" for kind, n in sorted(joins.items())),
+    )
+
+
+def _walk(node: dict[str, Any]) -> list[dict[str, Any]]:
+    found, todo = [], [node]
+    while todo:
+        current = todo.pop()
+        found.append(current)
+        todo.extend(current.get("Plans", []))
+    return found
+
+
+def _find(node: dict[str, Any], match: Callable[[dict[str, Any]], bool]) -> dict[str, Any] | None:
+    return next((n for n in _walk(node) if match(n)), None)
+
+
+def settle(conn: Connection) -> None:
+    """After a bulk load: statistics and visibility for the planner, and a compact served table.
+
+    The load upserts each group's counter row many times per transaction; a history built claim
+    by claim does not leave those row versions behind, so served is rewritten (it is tiny). A
+    checkpoint then writes out what the load dirtied, so the claims do not pay for it.
+    """
+    database.vacuum_analyze(conn, "fairqueue.jobs", "fairqueue.tenants", "fairqueue.groups")
+    conn.execute("vacuum (full, analyze) fairqueue.served")
+    database.checkpoint(conn)
+
+
+def measure(conn: Connection, sizes: Sizes) -> list[float]:
+    for _ in range(sizes.warmup):
+        timed_claim(conn, sizes.claim_batch)
+    return [timed_claim(conn, sizes.claim_batch) for _ in range(sizes.samples)]
+
+
+def case(
+    conn: Connection,
+    sizes: Sizes,
+    *,
+    history: int,
+    history_age: str,
+    load_s: float,
+    samples: list[float],
+    first_claim_ms: float | None = None,
+    expired_rows: int | None = None,
+) -> LatencyCase:
+    return LatencyCase(
+        history=history,
+        history_age=history_age,
+        pending=sizes.pending,
+        batch=sizes.claim_batch,
+        samples=len(samples),
+        p50_ms=percentile(samples, 50),
+        p90_ms=percentile(samples, 90),
+        p99_ms=percentile(samples, 99),
+        max_ms=max(samples),
+        served_rows=served_rows(conn),
+        served_drift=served_drift(conn),
+        plan=claim_plan(conn, sizes.claim_batch),
+        history_load_s=load_s,
+        first_claim_ms=first_claim_ms,
+        expired_rows=expired_rows,
+    )
+
+
+def fresh_backlog(conn: Connection, sizes: Sizes) -> None:
+    database.reset(conn)
+    load.create_owners(conn, sizes)
+    load.insert_pending(conn, sizes, JOB_TYPE, sizes.pending)
+
+
+def last_day_history(conn: Connection, sizes: Sizes, progress: Progress) -> list[LatencyCase]:
+    """Pending fixed; done history finished over the last 23 hours grown through each size."""
+    fresh_backlog(conn, sizes)
+    cases: list[LatencyCase] = []
+    loaded = 0
+    load_s = 0.0
+    for target in sizes.histories:
+        progress(f"claim latency: loading last-day history to {target:,} rows")
+        loaded_now = load.insert_history(
+            conn,
+            sizes,
+            JOB_TYPE,
+            first=loaded + 1,
+            count=target - loaded,
+            newest_s=60.0,
+            span_s=23 * HOUR_S - 120.0,
+        )
+        loaded = target
+        load_s += loaded_now.seconds
+        settle(conn)
+        progress(f"claim latency: {sizes.samples} claims with {target:,} rows of history")
+        cases.append(
+            case(
+                conn,
+                sizes,
+                history=target,
+                history_age="last 23 h",
+                load_s=load_s,
+                samples=measure(conn, sizes),
+            )
+        )
+    return cases
+
+
+def expired_history(conn: Connection, sizes: Sizes, progress: Progress) -> LatencyCase:
+    """History 25-47 hours old that the counter still counts (the watermark is two days back,
+    as after a day without claims): the first claim's expire_served must pass all of it."""
+    fresh_backlog(conn, sizes)
+    conn.execute("update fairqueue.served_watermark set watermark = now() - interval '3 days'")
+    count = sizes.expired_history
+    progress(f"claim latency: loading {count:,} rows of history older than a day")
+    loaded = load.insert_history(
+        conn, sizes, JOB_TYPE, first=1, count=count, newest_s=DAY_S + HOUR_S, span_s=22 * HOUR_S
+    )
+    settle(conn)
+    counted = conn.execute("select coalesce(sum(n), 0) as n from fairqueue.served").fetchone()
+    assert counted is not None
+    expired = int(counted["n"])
+    if expired != count:
+        raise BenchError(f"the served counter holds {expired} rows, expected {count} to expire")
+    first_ms = timed_claim(conn, sizes.claim_batch)
+    left = conn.execute(
+        "select (select coalesce(sum(n), 0) from fairqueue.served) as counted,"
+        " (select watermark > now() - interval '1 day 1 minute' from fairqueue.served_watermark)"
+        " as advanced"
+    ).fetchone()
+    assert left is not None
+    if int(left["counted"]) != 0 or not left["advanced"]:
+        raise BenchError(f"the first claim did not expire the old history: {left}")
+    progress(f"claim latency: {sizes.samples} claims after expiring {count:,} rows")
+    return case(
+        conn,
+        sizes,
+        history=count,
+        history_age="25-47 h (expired by the first claim)",
+        load_s=loaded.seconds,
+        samples=measure(conn, sizes),
+        first_claim_ms=first_ms,
+        expired_rows=expired,
+    )

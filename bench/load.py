@@ -1,0 +1,125 @@
+"""Fast loads: owners through the library, jobs through INSERT ... SELECT generate_series.
+
+Job ``i`` belongs to tenant ``i mod tenants`` and to that tenant's group
+``(i / tenants) mod groups_per_tenant``, so every group gets work and history evenly. Times
+are spread deterministically (a multiplicative hash of ``i``), so runs are comparable.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from fairqueue.db import Connection
+from fairqueue.plans import PLANS
+from fairqueue.tenants import resume_group, set_plan
+
+from .sizes import Sizes
+
+# Plan mix by tenant number mod 10, as ranks from the lowest priority: 60 % / 30 % / 10 %.
+PLAN_MIX = (0, 0, 0, 0, 0, 0, 1, 1, 1, 2)
+
+_OWNER = """
+    'bench-t' || lpad(mod(i, %(tenants)s)::text, 5, '0') as tenant_id,
+    'bench-t' || lpad(mod(i, %(tenants)s)::text, 5, '0')
+      || '-g' || mod(i / %(tenants)s, %(groups_per_tenant)s) as group_id
+"""
+
+_PENDING = f"""
+insert into fairqueue.jobs (type, payload, tenant_id, group_id, created_at, run_after)
+select %(type)s, jsonb_build_object('n', i), o.tenant_id, o.group_id, t.at, t.at
+  from generate_series(%(first)s::bigint, %(last)s::bigint) as i,
+       lateral (select {_OWNER}) as o,
+       lateral (select now() - make_interval(secs => mod(i * 7919, 3600) + 1) as at) as t
+"""
+
+# Done jobs: served_at (the generated column) is finished_at. `newest_s` and `span_s` place
+# finished_at in [now() - newest_s - span_s, now() - newest_s).
+_HISTORY = f"""
+insert into fairqueue.jobs (type, tenant_id, group_id, status, attempts, created_at, run_after,
+                            locked_at, finished_at)
+select %(type)s, o.tenant_id, o.group_id, 'done', 1, t.at - interval '2 seconds',
+       t.at - interval '2 seconds', t.at - interval '1 second', t.at
+  from generate_series(%(first)s::bigint, %(last)s::bigint) as i,
+       lateral (select {_OWNER}) as o,
+       lateral (select now() - make_interval(
+                    secs => %(newest_s)s + %(span_s)s * mod(i * 7919, 1000003) / 1000003.0)
+                as at) as t
+"""
+
+
+def tenant_id(n: int) -> str:
+    return f"bench-t{n:05d}"
+
+
+def group_id(tenant: int, k: int) -> str:
+    return f"{tenant_id(tenant)}-g{k}"
+
+
+def plan_for(tenant: int) -> str:
+    ranked = sorted(PLANS.plans, key=lambda p: p.priority)
+    return ranked[min(PLAN_MIX[tenant % len(PLAN_MIX)], len(ranked) - 1)].name
+
+
+def create_owners(conn: Connection, sizes: Sizes) -> None:
+    """Tenants with a mix of plans (fairqueue.tenants.set_plan) and their active groups."""
+    with conn.transaction():
+        for t in range(sizes.tenants):
+            set_plan(conn, tenant_id(t), plan_for(t))
+            for k in range(sizes.groups_per_tenant):
+                resume_group(conn, group_id(t, k), tenant_id=tenant_id(t))
+
+
+def _owner_params(sizes: Sizes) -> dict[str, int]:
+    return {"tenants": sizes.tenants, "groups_per_tenant": sizes.groups_per_tenant}
+
+
+def insert_pending(conn: Connection, sizes: Sizes, job_type: str, count: int) -> None:
+    """`count` due pending jobs, created over the last hour."""
+    with conn.transaction():
+        conn.execute(
+            _PENDING,
+            {"type": job_type, "first": 1, "last": count, **_owner_params(sizes)},
+        )
+
+
+@dataclass(frozen=True)
+class HistoryLoad:
+    rows: int
+    seconds: float
+
+    @property
+    def rows_per_s(self) -> float:
+        return self.rows / self.seconds if self.seconds > 0 else 0.0
+
+
+def insert_history(
+    conn: Connection,
+    sizes: Sizes,
+    job_type: str,
+    *,
+    first: int,
+    count: int,
+    newest_s: float,
+    span_s: float,
+) -> HistoryLoad:
+    """`count` done jobs numbered from `first`, in chunks; the served trigger counts each row."""
+    started = time.perf_counter()
+    done = 0
+    while done < count:
+        n = min(sizes.load_chunk, count - done)
+        lo = first + done
+        with conn.transaction():
+            conn.execute(
+                _HISTORY,
+                {
+                    "type": job_type,
+                    "first": lo,
+                    "last": lo + n - 1,
+                    "newest_s": newest_s,
+                    "span_s": span_s,
+                    **_owner_params(sizes),
+                },
+            )
+        done += n
+    return HistoryLoad(rows=count, seconds=time.perf_counter() - started)
