@@ -43,6 +43,9 @@ create table fairqueue.jobs (
 create index jobs_claim_idx on fairqueue.jobs (type, run_after)
     where status in ('pending', 'running');
 
+-- Running jobs by lease, so expired leases are found without visiting every pending row.
+create index jobs_lease_idx on fairqueue.jobs (type, lease_until) where status = 'running';
+
 -- Asking again while a job is open is a no-op; asking again after it finished is a new job.
 create unique index jobs_dedupe_idx on fairqueue.jobs (coalesce(tenant_id, ''), dedupe_key)
     where dedupe_key is not null and status in ('queued', 'pending', 'running');

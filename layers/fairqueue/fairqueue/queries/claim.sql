@@ -6,25 +6,35 @@ select fairqueue.expire_served()
 -- name: claim_batch
 -- Fair order: plan priority, then served-in-the-last-day (each job already picked from the same
 -- group in this batch counts as served, so one batch interleaves groups), then age.
-with ranked as (
-    select j.id,
+with claimable as (
+    -- One status per branch: the planner then estimates each from that status alone, instead of
+    -- multiplying `status in (...)` by `status = 'pending' or ...` as if they were independent
+    -- (which shrinks the estimate by the pending share of the table once more, and with it the
+    -- join methods, as done history grows).
+    select j.id, j.type, j.tenant_id, j.group_id, j.created_at
+      from fairqueue.jobs j
+     where j.type = %(type)s and j.status = 'pending' and j.run_after <= now()
+    union all
+    select j.id, j.type, j.tenant_id, j.group_id, j.created_at
+      from fairqueue.jobs j
+     where j.type = %(type)s and j.status = 'running' and j.run_after <= now()
+       and j.lease_until < now() and j.attempts < j.max_attempts
+),
+ranked as (
+    select c.id,
            coalesce(plan.priority, %(default_priority)s) as priority,
            coalesce(s.n, 0)
-             + row_number() over (partition by coalesce(j.group_id, '')
-                                  order by j.created_at, j.id) as served,
-           j.created_at
-      from fairqueue.jobs j
-      left join fairqueue.tenants t on t.id = j.tenant_id
+             + row_number() over (partition by coalesce(c.group_id, '')
+                                  order by c.created_at, c.id) as served,
+           c.created_at
+      from claimable c
+      left join fairqueue.tenants t on t.id = c.tenant_id
       left join unnest(%(plan_names)s::text[], %(plan_priorities)s::int[]) as plan (name, priority)
              on plan.name = t.plan
-      left join fairqueue.groups g on g.id = j.group_id
-      left join fairqueue.served s on s.type = j.type and s.group_key = coalesce(j.group_id, '')
-     where j.type = %(type)s
-       and j.status in ('pending', 'running')
-       and j.run_after <= now()
-       and (j.status = 'pending' or (j.lease_until < now() and j.attempts < j.max_attempts))
-       and (g.status is null or g.status = 'active')
-     order by priority desc, served, j.created_at, j.id
+      left join fairqueue.groups g on g.id = c.group_id
+      left join fairqueue.served s on s.type = c.type and s.group_key = coalesce(c.group_id, '')
+     where g.status is null or g.status = 'active'
+     order by priority desc, served, c.created_at, c.id
      limit %(pool)s
 ),
 picked as (
