@@ -38,7 +38,7 @@ def run(dsn: str, sizes: Sizes, server: str, progress: Progress) -> Results:
         # Repeats interleaved, so a slow spell of the machine hits every loop alike.
         for repeat in range(sizes.repeats):
             for invocations in sizes.invocations:
-                for loop in ("bare", "bare_jobs", "fairqueue"):
+                for loop in throughput.LOOPS:
                     progress(
                         f"throughput {repeat + 1}/{sizes.repeats}:"
                         f" {throughput.LOOP_TITLES[loop]} x{invocations}"

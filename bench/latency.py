@@ -20,6 +20,7 @@ from fairqueue.plans import PLANS
 from fairqueue.queries import query
 
 from . import database, load
+from .errors import BenchError
 from .sizes import Sizes
 
 JOB_TYPE = "bench_claim"
@@ -29,10 +30,6 @@ HOUR_S = 3600.0
 DAY_S = 24 * HOUR_S
 
 Progress = Callable[[str], None]
-
-
-class BenchError(RuntimeError):
-    """The workload did not do what it must for its figures to mean anything."""
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from fairqueue.db import Connection
 
 from .latency import LatencyCase
 from .sizes import Sizes
-from .throughput import LOOP_TITLES, Drain, medians
+from .throughput import LOOP_TITLES, LOOPS, Drain, medians
 
 SETTINGS = ("shared_buffers", "synchronous_commit", "fsync", "jit")
 
@@ -215,8 +215,7 @@ def markdown(results: Results) -> str:
         " bare loop with as many invocations.",
         "",
     ]
-    order = {"bare": 0, "bare_jobs": 1, "fairqueue": 2}
-    drains = sorted(results.drains, key=lambda d: (d.invocations, order[d.loop]))
+    drains = sorted(results.drains, key=lambda d: (d.invocations, LOOPS.index(d.loop)))
     out += _table(
         ["loop", "invocations", "seconds", "claimed/s", "completed/s", "vs bare", "run errors"],
         "lrrrrrr",

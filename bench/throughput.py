@@ -34,10 +34,12 @@ from fairqueue.pipeline import run_pipeline
 from fairqueue.stage import Job, Stage
 
 from . import database, load
+from .errors import BenchError
 from .sizes import Sizes
 
-Loop = Literal["fairqueue", "bare", "bare_jobs"]
-LOOPS: tuple[Loop, ...] = ("fairqueue", "bare", "bare_jobs")
+Loop = Literal["bare", "bare_jobs", "fairqueue"]
+# In the order they run and are shown: the ceiling first.
+LOOPS: tuple[Loop, ...] = ("bare", "bare_jobs", "fairqueue")
 LOOP_TITLES: dict[Loop, str] = {
     "fairqueue": "fairqueue run_pipeline",
     "bare": "bare SKIP LOCKED loop (ceiling)",
@@ -186,7 +188,8 @@ def _fairqueue_invocation(dsn: str, batch: int, name: str, barrier: Barrier) -> 
                 break
             fatal = run.stop_reason != "error" or len(run_errors) >= MAX_RUN_ERRORS
             if fatal:
-                return WorkerResult(name, 0.0, 0.0, 0, 0, 0, 0.0, error=str(run.error))
+                why = f"run stopped with {run.stop_reason}: {run.error}"
+                return WorkerResult(name, 0.0, 0.0, 0, 0, 0, 0.0, error=why)
             run_errors.append(_first_lines(run.error or "error"))
         finished = time.monotonic()
     return WorkerResult(
@@ -284,13 +287,13 @@ def drain(
     errors = [f"{r.name}: {r.error}" for r in found if r.error]
     if len(found) != invocations or errors:
         codes = [p.exitcode for p in procs]
-        raise RuntimeError(
+        raise BenchError(
             f"{loop} x{invocations}: {len(found)} of {invocations} invocations reported"
             f" (exit codes {codes}); errors: {errors}"
         )
     done = sum(r.done for r in found)
     if done != sizes.throughput_jobs:
-        raise RuntimeError(f"{loop} x{invocations}: {done} of {sizes.throughput_jobs} jobs done")
+        raise BenchError(f"{loop} x{invocations}: {done} of {sizes.throughput_jobs} jobs done")
     seconds = max(r.finished for r in found) - min(r.started for r in found)
     busy = sum(r.finished - r.started for r in found)
     return Drain(
