@@ -62,12 +62,15 @@ def plan_for(tenant: int) -> str:
 
 
 def create_owners(conn: Connection, sizes: Sizes) -> None:
-    """Tenants with a mix of plans (fairqueue.tenants.set_plan) and their active groups."""
-    with conn.transaction():
-        for t in range(sizes.tenants):
-            set_plan(conn, tenant_id(t), plan_for(t))
-            for k in range(sizes.groups_per_tenant):
-                resume_group(conn, group_id(t, k), tenant_id=tenant_id(t))
+    """Tenants with a mix of plans (fairqueue.tenants.set_plan) and their active groups.
+
+    Each call is its own transaction, clamped to its tenant: one transaction cannot work for
+    two tenants.
+    """
+    for t in range(sizes.tenants):
+        set_plan(conn, tenant_id(t), plan_for(t))
+        for k in range(sizes.groups_per_tenant):
+            resume_group(conn, group_id(t, k), tenant_id=tenant_id(t))
 
 
 def _owner_params(sizes: Sizes) -> dict[str, int]:

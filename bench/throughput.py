@@ -177,7 +177,7 @@ def _fairqueue_invocation(dsn: str, batch: int, name: str, barrier: Barrier) -> 
         started = time.monotonic()
         while True:
             run = run_pipeline(
-                None, [stage], conn=conn, time_budget_s=DRAIN_TIMEOUT_S, trigger="bench"
+                dsn, [stage], conn=conn, time_budget_s=DRAIN_TIMEOUT_S, trigger="bench"
             )
             tally = run.summary["stages"].get(JOB_TYPE, {})
             claimed += int(tally.get("claimed", 0))

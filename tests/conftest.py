@@ -52,8 +52,8 @@ def template_db(server_dsn: str) -> Iterator[str]:
 
 
 @pytest.fixture
-def dsn(server_dsn: str, template_db: str) -> Iterator[str]:
-    """A fresh, migrated database for this test."""
+def admin_dsn(server_dsn: str, template_db: str) -> Iterator[str]:
+    """A fresh, migrated database for this test, as the server's superuser."""
     name = f"fq_test_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(server_dsn, autocommit=True) as admin:
         admin.execute(
@@ -67,9 +67,21 @@ def dsn(server_dsn: str, template_db: str) -> Iterator[str]:
 
 
 @pytest.fixture
-def conn(dsn: str) -> Iterator[Connection]:
-    """An autocommit connection to the test's database."""
-    with connect(dsn, autocommit=True) as c:
+def dsn(admin_dsn: str) -> str:
+    """The test's database as the library runs in production: the application role, which
+    owns nothing and is held to the tenant policies."""
+    return as_app_role(admin_dsn)
+
+
+def as_app_role(dsn: str) -> str:
+    return make_conninfo(dsn, options="-c role=fairqueue_app")
+
+
+@pytest.fixture
+def conn(admin_dsn: str) -> Iterator[Connection]:
+    """An autocommit superuser connection to the test's database, for setting up and looking
+    at rows across tenants."""
+    with connect(admin_dsn, autocommit=True) as c:
         yield c
 
 

@@ -36,15 +36,14 @@ def test_enqueue_inserts_a_pending_job_with_the_stage_defaults(conn) -> None:
     assert row["max_attempts"] == 4
 
 
-def test_enqueue_commits_with_the_callers_transaction(dsn: str) -> None:
+def test_enqueue_commits_with_the_callers_transaction(dsn: str, conn) -> None:
     with connect(dsn) as c:
         enqueue(c, "plain", {})
         c.rollback()
     with connect(dsn) as c:
         enqueue(c, "plain", {"kept": True})
-    with connect(dsn, autocommit=True) as c:
-        assert count(c) == 1
-        assert count(c, "payload = %s::jsonb", ('{"kept": true}',)) == 1
+    assert count(conn) == 1
+    assert count(conn, "payload = %s::jsonb", ('{"kept": true}',)) == 1
 
 
 def test_open_duplicate_disappears_and_finished_one_may_be_asked_again(conn) -> None:

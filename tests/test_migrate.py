@@ -14,8 +14,8 @@ def test_migrations_are_numbered_in_order() -> None:
     assert found[0].name == "0001_core.sql"
 
 
-def test_migrate_twice_applies_nothing_the_second_time(dsn: str) -> None:
-    with connect(dsn) as conn:
+def test_migrate_twice_applies_nothing_the_second_time(admin_dsn: str) -> None:
+    with connect(admin_dsn) as conn:
         assert migrate(conn) == []  # the template already holds every migration
         rows = conn.execute("select version from fairqueue.migrations order by 1").fetchall()
     assert [r["version"] for r in rows] == [m.version for m in migrations()]

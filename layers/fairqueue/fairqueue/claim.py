@@ -8,6 +8,7 @@ under it: an invocation that lost its job to a rescue changes nothing.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -16,6 +17,7 @@ from uuid import UUID
 from .db import Connection
 from .plans import PLANS, Plans
 from .queries import query
+from .tenancy import tenant_transaction
 
 
 @dataclass(frozen=True)
@@ -56,7 +58,11 @@ def claim_batch(
     run_id: UUID | None = None,
     plans: Plans = PLANS,
 ) -> list[ClaimedJob]:
-    """Claim up to ``batch`` jobs of a type in fair order, in one transaction."""
+    """Claim up to ``batch`` jobs of a type in fair order, then read them tenant by tenant.
+
+    The claim itself crosses tenants and sees ids only; each job's payload is read again under
+    its own tenant's clamp.
+    """
     # The expiry commits on its own first (on an autocommit connection), so the claim never
     # holds counter rows locked by it while waiting for others.
     conn.execute(query("expire_served"))
@@ -73,12 +79,33 @@ def claim_batch(
                 **plans.claim_params(),
             },
         ).fetchall()
+    claimed: list[ClaimedJob] = []
+    for tenant_id, ids in by_tenant((row["tenant_id"], row["id"]) for row in rows).items():
+        with tenant_transaction(conn, tenant_id):
+            found = conn.execute(
+                query("read_claimed"), {"ids": ids, "locked_by": locked_by}
+            ).fetchall()
+        claimed.extend(ClaimedJob.from_row(row) for row in found)
+    return claimed
+
+
+def read_jobs(conn: Connection, tenant_id: str | None, job_ids: list[UUID]) -> list[ClaimedJob]:
+    """Jobs of one tenant, read under its clamp."""
+    with tenant_transaction(conn, tenant_id):
+        rows = conn.execute(query("read_jobs"), {"ids": job_ids}).fetchall()
     return [ClaimedJob.from_row(row) for row in rows]
+
+
+def by_tenant(pairs: Iterable[tuple[str | None, UUID]]) -> dict[str | None, list[UUID]]:
+    grouped: dict[str | None, list[UUID]] = {}
+    for tenant_id, job_id in pairs:
+        grouped.setdefault(tenant_id, []).append(job_id)
+    return grouped
 
 
 def has_claimable(conn: Connection, job_type: str) -> bool:
     row = conn.execute(query("has_claimable"), {"type": job_type}).fetchone()
-    return bool(row and row["exists"])
+    return bool(row and row["claimable"])
 
 
 def complete(conn: Connection, job_id: UUID, locked_by: str) -> bool:
@@ -142,7 +169,9 @@ def release(conn: Connection, job_ids: list[UUID], locked_by: str) -> int:
 
 @dataclass(frozen=True)
 class AbandonedJob:
-    job: ClaimedJob
+    id: UUID
+    type: str
+    tenant_id: str | None
     error: str
 
 
@@ -151,10 +180,16 @@ def fail_abandoned(
 ) -> list[AbandonedJob]:
     """Fail jobs of these types whose invocation died on their last attempt.
 
-    Returns them, so the caller can run their give-up hooks (refund paid work).
+    Returns their ids and tenants, so the caller can read each under its tenant's clamp and run
+    its give-up hook (refund paid work).
     """
     with conn.transaction():
         rows = conn.execute(
             query("fail_abandoned"), {"types": job_types, "limit": limit}
         ).fetchall()
-    return [AbandonedJob(ClaimedJob.from_row(row), str(row["last_error"])) for row in rows]
+    return [
+        AbandonedJob(
+            id=row["id"], type=row["type"], tenant_id=row["tenant_id"], error=row["last_error"]
+        )
+        for row in rows
+    ]

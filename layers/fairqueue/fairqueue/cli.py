@@ -8,12 +8,13 @@ import os
 import signal
 import sys
 from collections.abc import Sequence
+from datetime import timedelta
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
 from . import cron, local
-from .db import connect
+from .db import Connection, connect
 from .embedded import embedded_dsn
 from .errors import DatabaseUnavailable, FairqueueError
 from .example import seed_workload
@@ -21,7 +22,7 @@ from .jobs import enqueue
 from .migrate import migrate
 from .plans import PLANS
 from .runs import RunRow, get_run, recent_runs
-from .status import queue_status
+from .status import open_jobs, queue_status
 
 EMBEDDED_DATA_DIR = Path(".pgdata")
 
@@ -116,14 +117,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         _sleep_unless_stopped(args.interval)
 
 
-def is_drained(conn: Any) -> bool:
+def is_drained(conn: Connection) -> bool:
     """Nothing due, nothing running, nothing that comes due within the next minute."""
-    row = conn.execute(
-        "select count(*) as n from fairqueue.jobs"
-        " where status = 'running'"
-        "    or (status = 'pending' and run_after <= now() + interval '1 minute')"
-    ).fetchone()
-    return bool(row["n"] == 0)
+    return open_jobs(conn, due_within=timedelta(minutes=1)) == 0
 
 
 def _stop_on_signals() -> None:

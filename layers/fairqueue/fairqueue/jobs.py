@@ -16,6 +16,7 @@ from .db import Connection
 from .errors import ConfigurationError, InvalidPayload, PayloadTooLarge, UnknownJobType
 from .queries import query
 from .stage import Stage, known_stage, known_types
+from .tenancy import tenant_scope
 
 DEFAULT_MAX_PAYLOAD_BYTES = 1024 * 1024
 
@@ -159,7 +160,8 @@ def enqueue(
 ) -> UUID | None:
     """Insert a job; returns its id, or None when an open job has the same dedupe key.
 
-    Runs in the caller's transaction: the job exists once the caller commits.
+    Runs in the caller's transaction, clamped to ``tenant_id``: the job exists once the caller
+    commits. A transaction already clamped to another tenant is refused (TenantMismatch).
     """
     prepared = prepare(
         job_type,
@@ -170,4 +172,5 @@ def enqueue(
         run_after=run_after,
         max_attempts=max_attempts,
     )
-    return insert(conn, prepared)
+    with tenant_scope(conn, tenant_id):
+        return insert(conn, prepared)

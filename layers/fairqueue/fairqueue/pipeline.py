@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import queue
 import socket
 import threading
 import time
@@ -30,6 +31,7 @@ from .errors import DatabaseUnavailable
 from .plans import PLANS, Plans
 from .runs import RunTally, StageTally, StopReason, close_run, open_run
 from .stage import Defer, Job, Stage
+from .tenancy import TenantMismatch, tenant_transaction
 
 log = logging.getLogger("fairqueue.pipeline")
 
@@ -66,16 +68,44 @@ def budget_seconds(
 
 
 class _Db:
-    """One autocommit connection shared by the loop and the handler threads, one user at a time."""
+    """The run's connections.
 
-    def __init__(self, conn: Connection) -> None:
+    One autocommit connection for the loop, shared with the handler threads for the few
+    statements they make (spending quota), one user at a time; and a connection per handler
+    running at once, in which each handler runs inside its job's tenant transaction.
+    """
+
+    def __init__(self, conn: Connection, dsn: str | None) -> None:
         self.conn = conn
+        self.dsn = dsn
         self._lock = threading.Lock()
+        self._spare: queue.SimpleQueue[Connection] = queue.SimpleQueue()
+        self._opened: list[Connection] = []
 
     @contextmanager
     def use(self) -> Iterator[Connection]:
         with self._lock:
             yield self.conn
+
+    @contextmanager
+    def handler_connection(self) -> Iterator[Connection]:
+        try:
+            conn = self._spare.get_nowait()
+        except queue.Empty:
+            conn = connect(self.dsn, autocommit=True)
+            with self._lock:
+                self._opened.append(conn)
+        try:
+            yield conn
+        finally:
+            if not (conn.closed or conn.broken):
+                self._spare.put(conn)
+
+    def close_handler_connections(self) -> None:
+        with self._lock:
+            for conn in self._opened:
+                conn.close()
+            self._opened.clear()
 
 
 class Pipeline:
@@ -173,9 +203,17 @@ class Pipeline:
     def call_handler(self, stage: Stage, claimed: claim.ClaimedJob) -> None:
         if stage.payload_model is not None:
             stage.payload_model.model_validate(claimed.payload)
-        stage.handler(self.job_for(stage, claimed))
+        # The handler reads and writes application data under its job's tenant clamp; what it
+        # writes commits when it returns, and rolls back when it raises.
+        with (
+            self.db.handler_connection() as conn,
+            tenant_transaction(conn, claimed.tenant_id),
+        ):
+            stage.handler(self.job_for(stage, claimed, conn))
 
-    def job_for(self, stage: Stage, claimed: claim.ClaimedJob) -> Job:
+    def job_for(
+        self, stage: Stage, claimed: claim.ClaimedJob, conn: Connection | None = None
+    ) -> Job:
         tally = self.tally.stage(stage.name)
 
         def spend(quota: str, units: int) -> None:
@@ -184,6 +222,11 @@ class Pipeline:
                 tally.units += units
 
         def follow_up(job_type: str, payload: dict[str, Any], **options: Any) -> None:
+            if options.get("tenant_id") != claimed.tenant_id:
+                raise TenantMismatch(
+                    f"job {claimed.id} works for tenant {claimed.tenant_id!r}; it cannot "
+                    f"enqueue for {options.get('tenant_id')!r}"
+                )
             prepared = jobs.prepare(job_type, payload, **options)
             with self.db.use():
                 self.follow_ups.setdefault(claimed.id, []).append(prepared)
@@ -196,6 +239,7 @@ class Pipeline:
             group_id=claimed.group_id,
             attempts=claimed.attempts,
             max_attempts=claimed.max_attempts,
+            conn=conn,
             _spend=spend,
             _follow_up=follow_up,
         )
@@ -209,13 +253,17 @@ class Pipeline:
         if not succeeded:
             return
         follow_ups = {job.id: self.follow_ups.pop(job.id, []) for job in succeeded}
-        with self.db.use() as conn, conn.transaction():
-            held = claim.complete_many(conn, list(follow_ups), self.locked_by)
-            for job_id in held:
-                for prepared in follow_ups[job_id]:
-                    jobs.insert(conn, prepared)
-        tally.done += len(held)
-        self.count_lost(tally, len(succeeded) - len(held))
+        grouped = claim.by_tenant((job.tenant_id, job.id) for job in succeeded)
+        done = 0
+        for tenant_id, job_ids in grouped.items():
+            with self.db.use() as conn, tenant_transaction(conn, tenant_id):
+                held = claim.complete_many(conn, job_ids, self.locked_by)
+                for job_id in held:
+                    for prepared in follow_ups[job_id]:
+                        jobs.insert(conn, prepared)
+            done += len(held)
+        tally.done += done
+        self.count_lost(tally, len(succeeded) - done)
 
     def count_lost(self, tally: StageTally, lost: int) -> None:
         if lost:
@@ -231,7 +279,7 @@ class Pipeline:
         tally: StageTally,
     ) -> None:
         self.follow_ups.pop(job.id, None)  # follow-ups land only with a completion
-        with self.db.use() as conn:
+        with self.db.use() as conn, tenant_transaction(conn, job.tenant_id):
             if isinstance(error, Defer):
                 held = claim.defer(conn, job.id, self.locked_by, error.until)
                 outcome = "deferred"
@@ -267,7 +315,7 @@ class Pipeline:
             stage.on_give_up(self.job_for(stage, job), error)
             follow_ups = self.follow_ups.pop(job.id, [])
             if follow_ups:
-                with self.db.use() as conn, conn.transaction():
+                with self.db.use() as conn, tenant_transaction(conn, job.tenant_id):
                     for prepared in follow_ups:
                         jobs.insert(conn, prepared)
         except Exception as exc:
@@ -283,9 +331,16 @@ class Pipeline:
         """
         with self.db.use() as conn:
             abandoned = claim.fail_abandoned(conn, list(self.by_type))
-        for item in abandoned:
+            errors = {item.id: item.error for item in abandoned}
+            grouped = claim.by_tenant((item.tenant_id, item.id) for item in abandoned)
+            found = [
+                job
+                for tenant_id, job_ids in grouped.items()
+                for job in claim.read_jobs(conn, tenant_id, job_ids)
+            ]
+        for job in found:
             self.tally.abandoned_failed += 1
-            self.give_up(self.by_type[item.job.type], item.job, item.error)
+            self.give_up(self.by_type[job.type], job, errors[job.id])
 
 
 def describe(error: BaseException) -> str:
@@ -326,15 +381,16 @@ def run_pipeline(
             run_id = open_run(active, trigger, {"budget_s": round(budget, 3), "host": _host()})
         except psycopg.Error as exc:
             raise DatabaseUnavailable(f"cannot open a run row: {exc}") from exc
-        pipeline = Pipeline(
-            _Db(active), stages, run_id=run_id, deadline=deadline, plans=plans, stop=stop
-        )
+        db = _Db(active, dsn)
+        pipeline = Pipeline(db, stages, run_id=run_id, deadline=deadline, plans=plans, stop=stop)
         error: str | None = None
         try:
             reason = pipeline.loop()
         except Exception as exc:
             log.exception("run %s stopped on an error", run_id)
             reason, error = "error", describe(exc)
+        finally:
+            db.close_handler_connections()
         tally = pipeline.tally
         _close(active, dsn, run_id, reason, tally, error)
         return RunResult(

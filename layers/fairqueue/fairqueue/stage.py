@@ -11,6 +11,7 @@ from uuid import UUID
 
 from pydantic import BaseModel
 
+from .db import Connection
 from .errors import ConfigurationError
 
 
@@ -36,6 +37,9 @@ class Job:
     group_id: str | None
     attempts: int
     max_attempts: int
+    # A connection inside this job's tenant transaction: application data read or written
+    # through it is under the same clamp, and commits only if the handler returns.
+    conn: Connection | None = field(default=None, repr=False, compare=False)
     _spend: Callable[[str, int], None] | None = field(default=None, repr=False, compare=False)
     _follow_up: Callable[..., None] | None = field(default=None, repr=False, compare=False)
 

@@ -1,6 +1,7 @@
 """What the queue holds right now, per job type."""
 
 from dataclasses import dataclass
+from datetime import timedelta
 
 from .db import Connection
 from .queries import query
@@ -22,7 +23,8 @@ def queue_status(conn: Connection) -> list[TypeStatus]:
     return [TypeStatus(**row) for row in conn.execute(query("status_by_type")).fetchall()]
 
 
-def open_jobs(conn: Connection) -> int:
-    row = conn.execute(query("count_open")).fetchone()
+def open_jobs(conn: Connection, *, due_within: timedelta | None = None) -> int:
+    """Queued, pending and running jobs; with ``due_within``, pending ones only if due by then."""
+    row = conn.execute(query("open_jobs"), {"due_within": due_within}).fetchone()
     assert row is not None
-    return int(row["count"])
+    return int(row["open"])

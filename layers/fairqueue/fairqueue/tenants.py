@@ -3,22 +3,27 @@
 from .db import Connection
 from .plans import PLANS, Plans
 from .queries import query
+from .tenancy import tenant_scope
 
 
 def set_plan(conn: Connection, tenant_id: str, plan: str, *, plans: Plans = PLANS) -> None:
     """Create the tenant or change its plan; the plan must be one PLANS defines."""
     plans.get(plan)
-    conn.execute(query("set_plan"), {"id": tenant_id, "plan": plan})
+    with tenant_scope(conn, tenant_id):
+        conn.execute(query("set_plan"), {"id": tenant_id, "plan": plan})
 
 
 def pause_group(conn: Connection, group_id: str, *, tenant_id: str | None = None) -> None:
     """A paused group's jobs stay pending and are not claimed."""
-    conn.execute(
-        query("set_group_status"), {"id": group_id, "tenant_id": tenant_id, "status": "paused"}
-    )
+    _set_group_status(conn, group_id, tenant_id, "paused")
 
 
 def resume_group(conn: Connection, group_id: str, *, tenant_id: str | None = None) -> None:
-    conn.execute(
-        query("set_group_status"), {"id": group_id, "tenant_id": tenant_id, "status": "active"}
-    )
+    _set_group_status(conn, group_id, tenant_id, "active")
+
+
+def _set_group_status(conn: Connection, group_id: str, tenant_id: str | None, status: str) -> None:
+    with tenant_scope(conn, tenant_id):
+        conn.execute(
+            query("set_group_status"), {"id": group_id, "tenant_id": tenant_id, "status": status}
+        )

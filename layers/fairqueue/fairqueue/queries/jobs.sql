@@ -14,16 +14,9 @@ select id, type, payload, tenant_id, group_id, dedupe_key, status, attempts, max
  where id = %(id)s;
 
 -- name: status_by_type
-select type,
-       count(*) filter (where status = 'pending' and run_after <= now()) as backlog,
-       count(*) filter (where status = 'pending' and run_after > now()) as scheduled,
-       count(*) filter (where status = 'running' and lease_until >= now()) as running,
-       count(*) filter (where status = 'running' and lease_until < now()) as stuck,
-       count(*) filter (where status = 'failed') as failed,
-       count(*) filter (where status = 'done') as done
-  from fairqueue.jobs
- group by type
- order by type;
+-- A door (sql/0003_tenancy.sql): counts per type across tenants.
+select type, backlog, scheduled, running, stuck, failed, done from fairqueue.queue_status();
 
--- name: count_open
-select count(*) from fairqueue.jobs where status in ('queued', 'pending', 'running');
+-- name: open_jobs
+-- A door: open jobs across tenants; with due_within, pending ones only if due by then.
+select fairqueue.open_jobs(%(due_within)s) as open;

@@ -1,0 +1,79 @@
+"""The tenant clamp: the one place that tells Postgres whose rows a transaction may touch.
+
+Tenant tables are under row-level security keyed on the ``fairqueue.tenant_id`` setting. It is
+set per transaction (``set_config(..., true)``), never per session, so a pooled or reused
+connection cannot carry a tenant into its next transaction. Jobs with no tenant (system jobs)
+are visible only to a transaction that asked for the system clamp.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from psycopg.pq import TransactionStatus
+
+from .db import Connection
+from .errors import FairqueueError
+
+TENANT_SETTING = "fairqueue.tenant_id"
+SYSTEM_SETTING = "fairqueue.system"
+
+
+class TenantMismatch(FairqueueError):
+    """A transaction clamped to one tenant was asked to work for another."""
+
+
+def _clamp(conn: Connection, tenant_id: str | None) -> None:
+    if tenant_id is not None and (not isinstance(tenant_id, str) or not tenant_id):
+        raise FairqueueError(f"a tenant id must be a non-empty string or None, got {tenant_id!r}")
+    conn.execute(
+        "select set_config('fairqueue.tenant_id', %(tenant)s, true),"
+        " set_config('fairqueue.system', %(system)s, true)",
+        {"tenant": tenant_id or "", "system": "on" if tenant_id is None else ""},
+    )
+
+
+@contextmanager
+def tenant_transaction(conn: Connection, tenant_id: str | None) -> Iterator[Connection]:
+    """A transaction that sees and writes only ``tenant_id``'s rows (None: system jobs only)."""
+    with conn.transaction():
+        _clamp(conn, tenant_id)
+        yield conn
+
+
+def clamp_callers_transaction(conn: Connection, tenant_id: str | None) -> None:
+    """Clamp the transaction the caller has open, unless it already is clamped to this tenant.
+
+    A transaction clamped to another tenant is refused: switching it would hand the caller's
+    later statements to the wrong tenant.
+    """
+    row = conn.execute(
+        "select coalesce(current_setting('fairqueue.tenant_id', true), '') as tenant,"
+        " coalesce(current_setting('fairqueue.system', true), '') as system"
+    ).fetchone()
+    assert row is not None
+    current: str | None
+    if row["tenant"]:
+        current = row["tenant"]
+    elif row["system"] == "on":
+        current = None
+    else:
+        _clamp(conn, tenant_id)
+        return
+    if current != tenant_id:
+        raise TenantMismatch(
+            f"this transaction works for tenant {current!r}; it cannot enqueue for {tenant_id!r}"
+        )
+
+
+@contextmanager
+def tenant_scope(conn: Connection, tenant_id: str | None) -> Iterator[Connection]:
+    """Work for ``tenant_id``: in a transaction of its own when none is open, else in the
+    caller's (clamped by ``clamp_callers_transaction``), which then commits with the caller."""
+    if conn.autocommit and conn.info.transaction_status == TransactionStatus.IDLE:
+        with tenant_transaction(conn, tenant_id):
+            yield conn
+    else:
+        clamp_callers_transaction(conn, tenant_id)
+        yield conn

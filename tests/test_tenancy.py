@@ -1,0 +1,254 @@
+"""Tenant isolation, enforced by Postgres. Row counts, not exceptions, unless a write is refused.
+
+`dsn` connects as fairqueue_app (the role the library runs as); `conn` is the superuser that
+sets up rows across tenants and looks at them.
+"""
+
+import threading
+
+import psycopg
+import pytest
+
+from fairqueue import Job, Stage, connect, enqueue, run_pipeline
+from fairqueue.tenancy import TenantMismatch, tenant_transaction
+
+
+def noop(_job: object) -> None:
+    pass
+
+
+Stage("tenanted", handler=noop)
+
+# A user's own tables, one keyed by text and one by uuid, under the same clamp.
+USER_TABLES = """
+create table public.notes (id serial primary key, tenant_id text not null, body text);
+create table public.orders (id serial primary key, tenant_id uuid not null, total int);
+select fairqueue.protect_table('public.notes', 'tenant_id');
+select fairqueue.protect_table('public.orders', 'tenant_id');
+grant select, insert, update, delete on public.notes, public.orders to fairqueue_app;
+grant usage on all sequences in schema public to fairqueue_app;
+"""
+UUID_A = "00000000-0000-0000-0000-00000000000a"
+UUID_B = "00000000-0000-0000-0000-00000000000b"
+
+
+@pytest.fixture
+def user_tables(conn) -> None:
+    conn.execute(USER_TABLES)
+    conn.execute(
+        "insert into public.notes (tenant_id, body) values ('a', 'a1'), ('a', 'a2'), ('b', 'b1')"
+    )
+    conn.execute(
+        "insert into public.orders (tenant_id, total) values (%s, 1), (%s, 2), (%s, 3)",
+        (UUID_A, UUID_A, UUID_B),
+    )
+
+
+@pytest.fixture
+def app(dsn: str):
+    with connect(dsn, autocommit=True) as c:
+        yield c
+
+
+def seed_jobs(conn) -> None:
+    for tenant in ("a", "a", "b", None):
+        enqueue(conn, "tenanted", {"secret": f"of {tenant}"}, tenant_id=tenant)
+
+
+def count(c, table: str) -> int:
+    return c.execute(f"select count(*) as n from {table}").fetchone()["n"]
+
+
+def test_the_application_role_owns_nothing_and_cannot_bypass(conn) -> None:
+    role = conn.execute(
+        "select rolbypassrls, rolsuper from pg_roles where rolname = 'fairqueue_app'"
+    ).fetchone()
+    assert role == {"rolbypassrls": False, "rolsuper": False}
+    owned = conn.execute(
+        "select count(*) as n from pg_class c join pg_roles r on r.oid = c.relowner"
+        " where r.rolname = 'fairqueue_app'"
+    ).fetchone()
+    assert owned["n"] == 0
+    forced = conn.execute(
+        "select relname from pg_class where relnamespace = 'fairqueue'::regnamespace"
+        " and relrowsecurity and relforcerowsecurity order by 1"
+    ).fetchall()
+    assert [r["relname"] for r in forced] == ["groups", "jobs", "tenants"]
+
+
+def test_a_tenant_sees_and_updates_only_its_own_jobs(conn, app) -> None:
+    seed_jobs(conn)
+    with tenant_transaction(app, "a"):
+        assert count(app, "fairqueue.jobs") == 2
+        assert (
+            app.execute("update fairqueue.jobs set attempts = 2 where tenant_id = 'b'").rowcount
+            == 0
+        )
+        assert app.execute("delete from fairqueue.jobs where tenant_id is null").rowcount == 0
+    with tenant_transaction(app, "b"):
+        assert count(app, "fairqueue.jobs") == 1
+    with tenant_transaction(app, None):  # the system clamp: tenantless jobs only
+        assert count(app, "fairqueue.jobs") == 1
+    assert (
+        conn.execute("select count(*) as n from fairqueue.jobs where attempts = 2").fetchone()["n"]
+        == 0
+    )
+
+
+def test_no_tenant_set_reads_nothing_even_after_a_clamped_transaction(
+    conn, app, user_tables
+) -> None:
+    seed_jobs(conn)
+    for table in ("fairqueue.jobs", "fairqueue.tenants", "public.notes", "public.orders"):
+        assert count(app, table) == 0
+    with tenant_transaction(app, "a"):
+        assert count(app, "public.notes") == 2
+    # The setting outlives the transaction as an empty string; it must match nothing.
+    assert (
+        app.execute("select current_setting('fairqueue.tenant_id', true) as t").fetchone()["t"]
+        == ""
+    )
+    for table in ("fairqueue.jobs", "public.notes", "public.orders"):
+        assert count(app, table) == 0
+
+
+def test_user_tables_follow_the_clamp_for_text_and_uuid_tenants(conn, app, user_tables) -> None:
+    with tenant_transaction(app, "a"):
+        assert count(app, "public.notes") == 2
+        assert app.execute("update public.notes set body = 'x' where tenant_id = 'b'").rowcount == 0
+    with tenant_transaction(app, UUID_B):
+        assert count(app, "public.orders") == 1
+        assert (
+            app.execute("delete from public.orders where tenant_id = %s", (UUID_A,)).rowcount == 0
+        )
+    assert count(conn, "public.orders") == 3
+    assert (
+        conn.execute("select count(*) as n from public.notes where body = 'x'").fetchone()["n"] == 0
+    )
+
+
+def write_as(app, tenant: str, statement: str) -> None:
+    with tenant_transaction(app, tenant):
+        app.execute(statement)
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "insert into public.notes (tenant_id, body) values ('b', 'sneaky')",
+        "update public.notes set tenant_id = 'b'",
+        "insert into fairqueue.jobs (type, tenant_id) values ('tenanted', 'b')",
+        "update fairqueue.jobs set tenant_id = 'b'",
+    ],
+)
+def test_a_write_carrying_another_tenants_id_is_refused(conn, app, user_tables, statement) -> None:
+    enqueue(conn, "tenanted", {}, tenant_id="a")
+    with pytest.raises(psycopg.errors.InsufficientPrivilege, match="row-level security"):
+        write_as(app, "a", statement)
+    assert count(conn, "public.notes where tenant_id = 'b'") == 1
+    assert count(conn, "fairqueue.jobs where tenant_id = 'b'") == 0
+
+
+def test_protect_table_refuses_a_column_it_cannot_clamp(conn) -> None:
+    conn.execute("create table public.odd (id int, tenant_id int)")
+    with pytest.raises(psycopg.errors.RaiseException, match="not text or uuid"):
+        conn.execute("select fairqueue.protect_table('public.odd', 'tenant_id')")
+    with pytest.raises(psycopg.errors.RaiseException, match="has no column"):
+        conn.execute("select fairqueue.protect_table('public.odd', 'owner')")
+
+
+DOORS = {
+    "claim",
+    "has_claimable",
+    "fail_abandoned",
+    "queue_status",
+    "open_jobs",
+    "expire_served",
+}
+
+
+def test_only_the_documented_doors_run_as_their_owner_and_none_returns_a_payload(conn) -> None:
+    definers = conn.execute(
+        "select p.proname, pg_get_function_result(p.oid) as result from pg_proc p"
+        " where p.prosecdef and p.pronamespace in ("
+        "   select oid from pg_namespace where nspname not in ('pg_catalog', 'information_schema'))"
+    ).fetchall()
+    assert {d["proname"] for d in definers} == DOORS
+    assert not [d for d in definers if "payload" in d["result"]]
+    views = conn.execute(
+        "select c.relname from pg_class c where c.relkind in ('v', 'm')"
+        " and c.relnamespace = 'fairqueue'::regnamespace"
+    ).fetchall()
+    assert views == []
+
+
+def test_dedupe_is_per_tenant_under_the_clamp(dsn, conn) -> None:
+    with connect(dsn) as c:
+        assert enqueue(c, "tenanted", {}, tenant_id="a", dedupe_key="k") is not None
+    with connect(dsn) as c:
+        assert enqueue(c, "tenanted", {}, tenant_id="b", dedupe_key="k") is not None
+    with connect(dsn) as c:
+        assert enqueue(c, "tenanted", {}, tenant_id="a", dedupe_key="k") is None
+    assert count(conn, "fairqueue.jobs") == 2
+
+
+def test_enqueue_refuses_a_transaction_clamped_to_another_tenant(dsn, conn) -> None:
+    with connect(dsn) as c:
+        enqueue(c, "tenanted", {}, tenant_id="a")
+        with pytest.raises(TenantMismatch, match="works for tenant 'a'"):
+            enqueue(c, "tenanted", {}, tenant_id="b")
+        c.rollback()
+    assert count(conn, "fairqueue.jobs") == 0
+
+
+def test_handlers_run_under_their_jobs_clamp_and_see_only_its_data(dsn, conn, user_tables) -> None:
+    seen: dict[str | None, list[str]] = {}
+    lock = threading.Lock()
+
+    def read_notes(job: Job) -> None:
+        assert job.conn is not None
+        rows = job.conn.execute("select body from public.notes order by body").fetchall()
+        with lock:
+            seen[job.tenant_id] = [r["body"] for r in rows]
+
+    stage = Stage("notes_reader", handler=read_notes, concurrency=2)
+    for tenant in ("a", "b", None):
+        enqueue(conn, "notes_reader", {}, tenant_id=tenant)
+    result = run_pipeline(dsn, [stage])
+    assert result.jobs_done == 3
+    assert seen == {"a": ["a1", "a2"], "b": ["b1"], None: []}
+
+
+def test_a_handlers_writes_commit_with_it_and_roll_back_when_it_fails(
+    dsn, conn, user_tables
+) -> None:
+    def write_then(job: Job) -> None:
+        assert job.conn is not None
+        job.conn.execute(
+            "insert into public.notes (tenant_id, body) values (%s, %s)",
+            (job.tenant_id, job.payload["body"]),
+        )
+        if job.payload["fail"]:
+            raise RuntimeError("after writing")
+
+    stage = Stage("notes_writer", handler=write_then, max_attempts=1)
+    enqueue(conn, "notes_writer", {"body": "kept", "fail": False}, tenant_id="a")
+    enqueue(conn, "notes_writer", {"body": "dropped", "fail": True}, tenant_id="a")
+    run_pipeline(dsn, [stage])
+    bodies = {r["body"] for r in conn.execute("select body from public.notes").fetchall()}
+    assert "kept" in bodies and "dropped" not in bodies
+
+
+def test_a_follow_up_for_another_tenant_is_refused(dsn, conn) -> None:
+    def cross(job: Job) -> None:
+        job.enqueue("tenanted", {}, tenant_id="b")
+
+    stage = Stage("crosser", handler=cross, max_attempts=1)
+    job_id = enqueue(conn, "crosser", {}, tenant_id="a")
+    run_pipeline(dsn, [stage])
+    row = conn.execute(
+        "select status, last_error from fairqueue.jobs where id = %s", (job_id,)
+    ).fetchone()
+    assert row["status"] == "failed"
+    assert "cannot enqueue for 'b'" in row["last_error"]
+    assert count(conn, "fairqueue.jobs") == 1
