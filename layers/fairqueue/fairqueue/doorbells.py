@@ -1,0 +1,438 @@
+"""Doorbells: a message that says "look at the table", and the ways to send one.
+
+The queue's state is the ``jobs`` table and nothing else. A doorbell only wakes someone up
+sooner than the next cron sweep would: it names one job and its tenant, and carries nothing a
+worker could act on without reading the row (no payload, no type, no attempt count). The
+worker claims the job by id under that tenant; a duplicate, late or mismatched doorbell claims
+zero rows and is dropped.
+
+So losing a doorbell loses nothing. The job row is the outbox: it is written in the caller's
+transaction, the doorbell is published after (or, for Postgres, with) the commit, and a sweep
+republishes for pending rows whose doorbell never went out. That is why ``publish`` never
+raises for a transport failure: it logs and hands back the doorbells that did not go, and the
+caller leaves them to the sweep.
+
+The wire form is compact UTF-8 JSON with exactly two snake_case keys, in this order::
+
+    {"job_id":"6f1c0d3e-2d1a-4c1e-9f5e-1a2b3c4d5e6f","tenant_id":"t1"}
+
+``job_id`` is the job's UUID in canonical lower-case hyphenated form; ``tenant_id`` is the
+job's tenant, or ``null`` for a job without one. Both keys are required and no other key is
+accepted, so a sender that forgets the tenant is refused rather than read as "no tenant" (which
+the worker's claim would then drop as a mismatch).
+
+Adapters, chosen by ``FAIRQUEUE_DOORBELLS`` (see :func:`adapter_from_env`):
+
+- ``sqs``: Amazon SQS, ten messages per ``SendMessageBatch`` call.
+- ``postgres``: ``pg_notify`` on the caller's connection; receive with :func:`listen` or
+  :class:`PostgresListener`.
+- ``memory``: a queue inside this process, for development and tests. Production refuses it.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+from collections.abc import Iterator, Mapping, Sequence
+from time import monotonic
+from types import TracebackType
+from typing import Any, Final, Protocol, Self
+from uuid import UUID
+
+import psycopg
+from psycopg import sql
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic_core import ErrorDetails
+
+from .db import connect
+from .errors import ConfigurationError, FairqueueError
+
+log = logging.getLogger("fairqueue.doorbells")
+
+CHANNEL: Final = "fairqueue_doorbell"
+"""The LISTEN/NOTIFY channel the Postgres adapter publishes on."""
+
+SQS_BATCH_LIMIT: Final = 10
+"""The most entries SQS accepts in one ``SendMessageBatch`` call."""
+
+ADAPTERS: Final = ("sqs", "postgres", "memory")
+"""The values ``FAIRQUEUE_DOORBELLS`` accepts."""
+
+
+class InvalidDoorbell(FairqueueError):
+    """A message body that is not a doorbell; the message says what was wrong."""
+
+
+class Doorbell(BaseModel):
+    """``{job_id, tenant_id}`` and nothing else."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    job_id: UUID
+    tenant_id: str | None = Field(min_length=1)
+
+    @classmethod
+    def parse(cls, body: str | bytes) -> Doorbell:
+        """Read a doorbell off the wire; anything else raises :class:`InvalidDoorbell`."""
+        try:
+            return cls.model_validate_json(body)
+        except ValidationError as exc:
+            problems = "; ".join(_describe(error) for error in exc.errors())
+            raise InvalidDoorbell(f"not a doorbell ({problems}): {_excerpt(body)}") from None
+
+    def to_json(self) -> str:
+        """The wire form: ``{"job_id":"<uuid>","tenant_id":"<tenant>"|null}``, compact."""
+        return self.model_dump_json()
+
+
+def _describe(error: ErrorDetails) -> str:
+    """One pydantic error as a short phrase that names the field."""
+    kind = str(error["type"])
+    field = ".".join(str(part) for part in error["loc"])
+    if kind == "json_invalid":
+        return f"not valid JSON: {error['msg'].removeprefix('Invalid JSON: ')}"
+    if kind == "model_type":
+        return "not a JSON object"
+    if kind == "extra_forbidden":
+        return f"unexpected field {field!r}: a doorbell carries only job_id and tenant_id"
+    if kind == "missing":
+        return f"missing field {field!r}"
+    if field == "job_id":
+        return "job_id is not a UUID"
+    if field == "tenant_id":
+        return "tenant_id must be a non-empty string or null"
+    return f"{field or 'body'}: {error['msg']}"
+
+
+def _excerpt(body: str | bytes, limit: int = 120) -> str:
+    text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
+    return repr(text if len(text) <= limit else text[:limit] + "...")
+
+
+class DoorbellAdapter(Protocol):
+    """Where doorbells go. ``publish`` hands back the ones it could not send, and never raises
+    for a transport failure: it logs it, and the sweep republishes from the job rows."""
+
+    @property
+    def name(self) -> str:
+        """``sqs``, ``postgres`` or ``memory``: for logs and run summaries."""
+        ...
+
+    def publish(self, doorbells: Sequence[Doorbell]) -> list[Doorbell]:
+        """Send the doorbells; return those that failed (empty when all went)."""
+        ...
+
+    def close(self) -> None:
+        """Release what the adapter opened itself (never a connection or client it was given)."""
+        ...
+
+
+class SqsDoorbells:
+    """Amazon SQS through boto3.
+
+    Without ``client``, one is made with ``boto3.client("sqs")`` and short timeouts: a doorbell
+    is worth little, so an enqueue should not wait a minute for an unreachable queue. boto3 reads
+    the region and credentials from the environment, and the endpoint from
+    ``AWS_ENDPOINT_URL_SQS`` when set (a local stand-in such as moto). A client passed in is
+    the caller's to close.
+
+    The queue may be standard only: FIFO queues need a message group id that doorbells do not
+    set.
+    """
+
+    name = "sqs"
+
+    def __init__(self, queue_url: str, client: Any = None) -> None:
+        if not queue_url:
+            raise ConfigurationError("SqsDoorbells needs the queue URL")
+        self.queue_url = queue_url
+        self._owns_client = client is None
+        self._client: Any = _sqs_client() if client is None else client
+
+    def publish(self, doorbells: Sequence[Doorbell]) -> list[Doorbell]:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        failed: list[Doorbell] = []
+        for start in range(0, len(doorbells), SQS_BATCH_LIMIT):
+            chunk = doorbells[start : start + SQS_BATCH_LIMIT]
+            entries = [
+                {"Id": str(index), "MessageBody": doorbell.to_json()}
+                for index, doorbell in enumerate(chunk)
+            ]
+            try:
+                response = self._client.send_message_batch(QueueUrl=self.queue_url, Entries=entries)
+            except ClientError as exc:
+                # The service answered and refused this call: the next chunk may still go.
+                log.warning(
+                    "doorbells: SQS refused %d doorbell(s) for %s: %s",
+                    len(chunk),
+                    self.queue_url,
+                    exc,
+                )
+                failed.extend(chunk)
+                continue
+            except BotoCoreError as exc:
+                # No answer (connection refused, timeout): do not wait again for each chunk.
+                rest = doorbells[start:]
+                log.warning(
+                    "doorbells: SQS unreachable, %d doorbell(s) left for the sweep (%s): %s",
+                    len(rest),
+                    self.queue_url,
+                    exc,
+                )
+                failed.extend(rest)
+                break
+            sent = _sent_ids(response, self.queue_url)
+            failed.extend(d for index, d in enumerate(chunk) if str(index) not in sent)
+        return failed
+
+    def close(self) -> None:
+        if self._owns_client:
+            self._client.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def _sqs_client() -> Any:
+    import boto3
+    from botocore.config import Config
+    from botocore.exceptions import NoRegionError
+
+    config = Config(
+        connect_timeout=2,
+        read_timeout=5,
+        retries={"mode": "standard", "total_max_attempts": 2},
+    )
+    try:
+        return boto3.client("sqs", config=config)
+    except NoRegionError:
+        raise ConfigurationError(
+            "SQS doorbells need an AWS region: set AWS_REGION or AWS_DEFAULT_REGION"
+        ) from None
+
+
+def _sent_ids(response: Any, queue_url: str) -> set[str]:
+    """The entry ids SQS accepted; logs each entry it refused."""
+    for entry in response.get("Failed", []):
+        log.warning(
+            "doorbells: SQS refused entry %s for %s: %s %s (sender fault: %s)",
+            entry.get("Id"),
+            queue_url,
+            entry.get("Code"),
+            entry.get("Message"),
+            entry.get("SenderFault"),
+        )
+    return {str(entry["Id"]) for entry in response.get("Successful", [])}
+
+
+class PostgresDoorbells:
+    """``pg_notify`` on the caller's own connection.
+
+    NOTIFY is transactional: a notification sent inside a transaction is delivered when that
+    transaction commits, and never if it rolls back. Called on the connection that is inserting
+    the job, in the same transaction, the doorbell therefore rings exactly when the row becomes
+    visible to other sessions, with no "after commit" step to forget and no window in which a
+    listener hears of a row it cannot see yet. That makes it the natural Postgres adapter.
+
+    ``publish`` runs in a savepoint (or, on an idle connection, a transaction of its own), so a
+    failure leaves the caller's transaction usable. Listeners must hold their own autocommit
+    connection on the same database: see :class:`PostgresListener`. Postgres folds identical
+    notifications within one transaction into one, which costs nothing here.
+    """
+
+    name = "postgres"
+
+    def __init__(self, conn: psycopg.Connection[Any], *, channel: str = CHANNEL) -> None:
+        self._conn = conn
+        self.channel = channel
+
+    def publish(self, doorbells: Sequence[Doorbell]) -> list[Doorbell]:
+        if not doorbells:
+            return []
+        bodies = [doorbell.to_json() for doorbell in doorbells]
+        try:
+            with self._conn.transaction():
+                self._conn.execute(
+                    "select pg_notify(%s, body) from unnest(%s::text[]) as body",
+                    (self.channel, bodies),
+                )
+        except psycopg.Error as exc:
+            log.warning(
+                "doorbells: NOTIFY failed, %d doorbell(s) left for the sweep: %s",
+                len(doorbells),
+                exc,
+            )
+            return list(doorbells)
+        return []
+
+    def close(self) -> None:
+        """The connection is the caller's: nothing to release."""
+
+
+class PostgresListener:
+    """A connection of its own that LISTENs for doorbells from the moment it is made.
+
+    Use it when the order matters (a test, or a worker that must not miss the first doorbell
+    after it reports ready)::
+
+        with PostgresListener(dsn) as listener:
+            ...                                    # listening already
+            for doorbell in listener.doorbells(timeout_s=5):
+                ...
+
+    Malformed payloads on the channel are logged and skipped.
+    """
+
+    def __init__(self, dsn: str, *, channel: str = CHANNEL) -> None:
+        self.channel = channel
+        self._conn = connect(dsn, autocommit=True)
+        try:
+            self._conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
+        except BaseException:
+            self._conn.close()
+            raise
+
+    def doorbells(self, timeout_s: float, *, stop_after: int | None = None) -> Iterator[Doorbell]:
+        """Yield doorbells as they arrive, for at most ``timeout_s`` seconds in all.
+
+        With ``stop_after``, stop once that many valid doorbells came. As with psycopg's
+        ``notifies``, a few more may be yielded when they arrived in the same packet: they are
+        handed over rather than dropped.
+        """
+        deadline = monotonic() + timeout_s
+        remaining = stop_after
+        while remaining is None or remaining > 0:
+            left = max(0.0, deadline - monotonic())
+            for notify in self._conn.notifies(timeout=left, stop_after=remaining):
+                try:
+                    doorbell = Doorbell.parse(notify.payload)
+                except InvalidDoorbell as exc:
+                    log.warning("doorbells: skipped a payload on %s: %s", self.channel, exc)
+                    continue
+                if remaining is not None:
+                    remaining -= 1
+                yield doorbell
+            if monotonic() >= deadline:
+                return
+
+    def close(self) -> None:
+        self._conn.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def listen(
+    dsn: str, timeout_s: float, *, stop_after: int | None = None, channel: str = CHANNEL
+) -> Iterator[Doorbell]:
+    """Doorbells published on ``dsn``'s database during the next ``timeout_s`` seconds.
+
+    The connection opens and LISTENs when iteration starts, and closes when it ends (time is
+    up, ``stop_after`` doorbells came, or the caller stops iterating). Doorbells sent before
+    that are not seen; the sweep covers them. Use :class:`PostgresListener` to be listening
+    before something publishes.
+    """
+    with PostgresListener(dsn, channel=channel) as listener:
+        yield from listener.doorbells(timeout_s, stop_after=stop_after)
+
+
+class MemoryDoorbells:
+    """A queue inside this process: for development and tests, never for production."""
+
+    name = "memory"
+
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue[Doorbell] = queue.SimpleQueue()
+
+    def publish(self, doorbells: Sequence[Doorbell]) -> list[Doorbell]:
+        for doorbell in doorbells:
+            self._queue.put(doorbell)
+        return []
+
+    def receive(self, timeout_s: float | None = None) -> Doorbell | None:
+        """The next doorbell, waiting up to ``timeout_s`` (forever when None); None if none came."""
+        try:
+            return self._queue.get(timeout=timeout_s)
+        except queue.Empty:
+            return None
+
+    def drain(self) -> list[Doorbell]:
+        """Every doorbell waiting now, oldest first, without waiting for more."""
+        drained: list[Doorbell] = []
+        while True:
+            try:
+                drained.append(self._queue.get_nowait())
+            except queue.Empty:
+                return drained
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+def adapter_from_env(
+    env: Mapping[str, str],
+    *,
+    conn: psycopg.Connection[Any] | None = None,
+    sqs_client: Any = None,
+) -> DoorbellAdapter:
+    """The adapter ``FAIRQUEUE_DOORBELLS`` names: ``sqs``, ``postgres`` or ``memory``.
+
+    - ``sqs`` needs ``FAIRQUEUE_DOORBELL_QUEUE_URL``; ``sqs_client`` overrides the boto3 client.
+    - ``postgres`` needs ``conn``: the connection that enqueues, so the doorbell shares the
+      job's transaction.
+    - ``memory`` is the default when the variable is unset, except under
+      ``FAIRQUEUE_ENV=production``, which refuses it (set or defaulted): doorbells that
+      never leave the process would leave doorbell stages waiting for the cron sweep.
+
+    Anything else raises :class:`~fairqueue.errors.ConfigurationError` naming the variable.
+    """
+    production = env.get("FAIRQUEUE_ENV") == "production"
+    allowed = ", ".join(ADAPTERS)
+    choice = env.get("FAIRQUEUE_DOORBELLS")
+    if choice is None or choice == "":
+        if production:
+            raise ConfigurationError(
+                "FAIRQUEUE_DOORBELLS is not set and FAIRQUEUE_ENV=production refuses the "
+                "in-memory default: set FAIRQUEUE_DOORBELLS to sqs or postgres"
+            )
+        choice = "memory"
+    if choice == "sqs":
+        queue_url = env.get("FAIRQUEUE_DOORBELL_QUEUE_URL", "")
+        if not queue_url.startswith(("https://", "http://")):
+            raise ConfigurationError(
+                "FAIRQUEUE_DOORBELLS=sqs needs FAIRQUEUE_DOORBELL_QUEUE_URL, the queue's URL "
+                f"(https://sqs.<region>.amazonaws.com/<account>/<name>); got {queue_url!r}"
+            )
+        return SqsDoorbells(queue_url, client=sqs_client)
+    if choice == "postgres":
+        if conn is None:
+            raise ConfigurationError(
+                "FAIRQUEUE_DOORBELLS=postgres needs the database connection that enqueues: "
+                "pass conn= to adapter_from_env"
+            )
+        return PostgresDoorbells(conn)
+    if choice == "memory":
+        if production:
+            raise ConfigurationError(
+                "FAIRQUEUE_DOORBELLS=memory is refused when FAIRQUEUE_ENV=production: in-memory "
+                "doorbells never leave this process; set FAIRQUEUE_DOORBELLS to sqs or postgres"
+            )
+        return MemoryDoorbells()
+    raise ConfigurationError(f"FAIRQUEUE_DOORBELLS={choice!r} is not one of: {allowed}")
