@@ -27,6 +27,8 @@ lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	# Each function's module is named app, so each is checked on its own.
+	for handler in functions/*/app.py; do $(BIN)/mypy "$$handler" || exit 1; done
 	$(BIN)/cfn-lint template.yaml
 	$(BIN)/sam validate --lint --template template.yaml
 

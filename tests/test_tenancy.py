@@ -164,6 +164,8 @@ DOORS = {
     "queue_status",
     "open_jobs",
     "expire_served",
+    "stale_doorbells",
+    "mark_rung",
 }
 
 

@@ -1,43 +1,31 @@
 """The scheduled cron function: parse the event, run the pipeline, shape the answer."""
 
-import os
 import time
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics, Tracer, single_metric
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.metrics.functions import is_metrics_disabled
-from aws_lambda_powertools.utilities import parameters
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from fairqueue import ringing
 from fairqueue.cron import (
     ConnectionCache,
     CronAnswer,
     ScheduledEvent,
-    dsn_from_secret,
+    database_url,
     invoke,
     load_stages,
 )
-from fairqueue.errors import ConfigurationError
 
 logger = Logger()
 metrics = Metrics()
 tracer = Tracer()
 
-
-def database_url() -> str:
-    url = os.environ.get("DATABASE_URL")
-    if url:
-        return url
-    secret_arn = os.environ.get("DATABASE_SECRET_ARN")
-    if not secret_arn:
-        raise ConfigurationError("set DATABASE_SECRET_ARN (or DATABASE_URL) for the cron function")
-    secret = parameters.get_secret(secret_arn, max_age=300)
-    return dsn_from_secret(secret)
-
-
 CONNECTION = ConnectionCache(database_url)
 STAGES = load_stages()
+# Jobs the handlers enqueue may ring doorbells: refuse a setting that cannot deliver them.
+ringing.check_configuration()
 
 
 @logger.inject_lambda_context(clear_state=True)

@@ -12,6 +12,7 @@ from typing import Any
 from urllib.parse import quote
 
 import psycopg
+from aws_lambda_powertools.utilities import parameters
 from psycopg.conninfo import conninfo_to_dict
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -141,6 +142,18 @@ def dsn_from_secret(secret: str) -> str:
     dbname = quote(str(data.get("dbname") or "postgres"), safe="")
     port = int(data.get("port") or 5432)
     return f"postgresql://{user}:{password}@{data['host']}:{port}/{dbname}?sslmode=require"
+
+
+def database_url() -> str:
+    """``DATABASE_URL``, else the secret ``DATABASE_SECRET_ARN`` names (cached five minutes)."""
+    url = os.environ.get("DATABASE_URL")
+    if url:
+        return url
+    secret_arn = os.environ.get("DATABASE_SECRET_ARN")
+    if not secret_arn:
+        raise ConfigurationError("set DATABASE_SECRET_ARN (or DATABASE_URL) for this function")
+    secret = parameters.get_secret(secret_arn, max_age=300)
+    return dsn_from_secret(secret)
 
 
 class ConnectionCache:

@@ -10,7 +10,8 @@ Read top to bottom, it shows every rule of the pipeline:
   cheaper stages ahead of it finish what exists before more is started.
 - ``summarize`` is paid work: it costs credits, and a summary that can never succeed is
   refunded by its give-up hook, which enqueues a ``refund``.
-- ``refund`` is first: money owed back goes before anything else.
+- ``refund`` is first: money owed back goes before anything else. It is a doorbell stage: each
+  refund rings a doorbell, so a worker can start it within seconds.
 
 Everything a handler does follows from its payload, and ``seed_workload`` draws payloads from
 a seeded generator, so a run with the same seed does the same work.
@@ -110,7 +111,9 @@ def refund_summary(job: Job, error: str) -> None:
 
 # Short retry and lease windows so `make run` shows retries and recovery within a minute.
 STAGES = [
-    Stage("refund", batch=50, handler=refund, payload_model=RefundPayload),
+    # Refunds ring a doorbell: a worker pays them back within seconds of the give-up; the
+    # cron pipeline drains any whose doorbell went missing.
+    Stage("refund", batch=50, handler=refund, payload_model=RefundPayload, delivery="doorbell"),
     Stage(
         "summarize",
         batch=10,

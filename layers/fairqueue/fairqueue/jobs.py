@@ -12,7 +12,9 @@ from uuid import UUID
 from psycopg.types.json import Jsonb
 from pydantic import ValidationError
 
-from .db import Connection
+from . import ringing
+from .db import Connection, after_commit
+from .doorbells import Doorbell
 from .errors import ConfigurationError, InvalidPayload, PayloadTooLarge, UnknownJobType
 from .queries import query
 from .stage import Stage, known_stage, known_types
@@ -173,4 +175,14 @@ def enqueue(
         max_attempts=max_attempts,
     )
     with tenant_scope(conn, tenant_id):
-        return insert(conn, prepared)
+        job_id = insert(conn, prepared)
+    stage = known_stage(job_type)
+    if job_id is not None and stage is not None and stage.delivery == "doorbell":
+        bell = Doorbell(job_id=job_id, tenant_id=tenant_id)
+
+        def ring() -> None:
+            ringing.ring(conn, [bell])
+
+        # Rung once the row is committed; where that cannot be known, the sweep rings it.
+        after_commit(conn, ring)
+    return job_id

@@ -128,8 +128,22 @@ class Pipeline:
         self.plans = plans
         self.stop = stop
         self.tally = RunTally()
+        self.stop_reason: StopReason = "no_work"
+        self.error: str | None = None
         self.longest_batch: dict[str, float] = {}
         self.follow_ups: dict[UUID, list[jobs.PreparedJob]] = {}
+
+    def result(self) -> RunResult:
+        return RunResult(
+            run_id=self.run_id,
+            stop_reason=self.stop_reason,
+            jobs_done=self.tally.done,
+            jobs_failed=self.tally.failed,
+            jobs_deferred=self.tally.deferred,
+            units=self.tally.units,
+            error=self.error,
+            summary=self.tally.summary(),
+        )
 
     def loop(self) -> StopReason:
         self.fail_abandoned()
@@ -348,6 +362,55 @@ def describe(error: BaseException) -> str:
     return text[:4000]
 
 
+@contextmanager
+def invocation(
+    dsn: str | None,
+    stages: Sequence[Stage],
+    *,
+    trigger: str,
+    conn: Connection | None = None,
+    deadline: float = float("inf"),
+    stop: threading.Event | None = None,
+    plans: Plans = PLANS,
+    opening_summary: dict[str, Any] | None = None,
+) -> Iterator[Pipeline]:
+    """One invocation and its one ``runs`` row: opened first, closed whatever happens.
+
+    The pipeline's ``stop_reason`` and ``error`` are what the row is closed with; an exception
+    out of the block closes it with ``error`` and goes on up. ``conn`` reuses an open
+    autocommit connection (a Lambda keeps one across invocations) and is left open; otherwise
+    one is opened from ``dsn`` (or ``DATABASE_URL``) and closed.
+    """
+    if not stages:
+        raise ValueError("an invocation needs at least one Stage")
+    names = [s.name for s in stages]
+    if len(set(names)) != len(names):
+        raise ValueError(f"stage names must be unique, got {names}")
+    owned = conn is None
+    active = conn if conn is not None else connect(dsn, autocommit=True)
+    try:
+        if not active.autocommit:
+            raise ValueError("an invocation needs an autocommit connection")
+        try:
+            run_id = open_run(active, trigger, {**(opening_summary or {}), "host": _host()})
+        except psycopg.Error as exc:
+            raise DatabaseUnavailable(f"cannot open a run row: {exc}") from exc
+        db = _Db(active, dsn)
+        pipeline = Pipeline(db, stages, run_id=run_id, deadline=deadline, plans=plans, stop=stop)
+        try:
+            yield pipeline
+        except Exception as exc:
+            log.exception("run %s stopped on an error", run_id)
+            pipeline.stop_reason, pipeline.error = "error", describe(exc)
+            raise
+        finally:
+            db.close_handler_connections()
+            _close(active, dsn, run_id, pipeline.stop_reason, pipeline.tally, pipeline.error)
+    finally:
+        if owned:
+            active.close()
+
+
 def run_pipeline(
     dsn: str | None,
     stages: Sequence[Stage],
@@ -360,52 +423,24 @@ def run_pipeline(
     plans: Plans = PLANS,
     margin_s: float = DEFAULT_MARGIN_S,
 ) -> RunResult:
-    """Run one invocation and write its one ``runs`` row.
-
-    ``conn`` reuses an open autocommit connection (a Lambda keeps one across invocations); it
-    is left open. Otherwise one is opened from ``dsn`` (or ``DATABASE_URL``) and closed.
-    """
-    if not stages:
-        raise ValueError("run_pipeline needs at least one Stage")
-    names = [s.name for s in stages]
-    if len(set(names)) != len(names):
-        raise ValueError(f"stage names must be unique, got {names}")
+    """Run one invocation of the cron pipeline and write its one ``runs`` row."""
     budget = budget_seconds(time_budget_s, context, margin_s)
-    deadline = time.monotonic() + budget
-    owned = conn is None
-    active = conn if conn is not None else connect(dsn, autocommit=True)
-    if not active.autocommit:
-        raise ValueError("run_pipeline needs an autocommit connection")
-    try:
+    with invocation(
+        dsn,
+        stages,
+        trigger=trigger,
+        conn=conn,
+        deadline=time.monotonic() + budget,
+        stop=stop,
+        plans=plans,
+        opening_summary={"budget_s": round(budget, 3)},
+    ) as pipeline:
         try:
-            run_id = open_run(active, trigger, {"budget_s": round(budget, 3), "host": _host()})
-        except psycopg.Error as exc:
-            raise DatabaseUnavailable(f"cannot open a run row: {exc}") from exc
-        db = _Db(active, dsn)
-        pipeline = Pipeline(db, stages, run_id=run_id, deadline=deadline, plans=plans, stop=stop)
-        error: str | None = None
-        try:
-            reason = pipeline.loop()
+            pipeline.stop_reason = pipeline.loop()
         except Exception as exc:
-            log.exception("run %s stopped on an error", run_id)
-            reason, error = "error", describe(exc)
-        finally:
-            db.close_handler_connections()
-        tally = pipeline.tally
-        _close(active, dsn, run_id, reason, tally, error)
-        return RunResult(
-            run_id=run_id,
-            stop_reason=reason,
-            jobs_done=tally.done,
-            jobs_failed=tally.failed,
-            jobs_deferred=tally.deferred,
-            units=tally.units,
-            error=error,
-            summary=tally.summary(),
-        )
-    finally:
-        if owned:
-            active.close()
+            log.exception("run %s stopped on an error", pipeline.run_id)
+            pipeline.stop_reason, pipeline.error = "error", describe(exc)
+    return pipeline.result()
 
 
 def _close(

@@ -47,6 +47,11 @@ class RunTally:
     abandoned_failed: int = 0
     hook_errors: list[str] = field(default_factory=list)
     interrupted: str | None = None
+    # What workers and sweeps count beside the stages: doorbells rung, dropped, republished.
+    counters: dict[str, int] = field(default_factory=dict)
+
+    def count(self, name: str, n: int = 1) -> None:
+        self.counters[name] = self.counters.get(name, 0) + n
 
     def stage(self, name: str) -> StageTally:
         return self.stages.setdefault(name, StageTally())
@@ -75,6 +80,7 @@ class RunTally:
             out["hook_errors"] = self.hook_errors[:20]
         if self.interrupted:
             out["interrupted"] = self.interrupted
+        out.update(self.counters)
         return out
 
 

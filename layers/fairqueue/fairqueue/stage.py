@@ -6,7 +6,7 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 from uuid import UUID
 
 from pydantic import BaseModel
@@ -63,6 +63,10 @@ class Job:
 
 
 Handler = Callable[[Job], None]
+# cron: drained by the scheduled pipeline, fairly, in batches. doorbell: each job rings a
+# doorbell when committed and a worker starts it within seconds; the cron pipeline still drains
+# what the doorbells miss.
+Delivery = Literal["cron", "doorbell"]
 GiveUpHook = Callable[[Job, str], None]
 
 
@@ -84,6 +88,7 @@ class Stage:
     job_timeout_s: float | None = None
     quota: str | None = None
     on_give_up: GiveUpHook | None = None
+    delivery: Delivery = "cron"
 
     def __post_init__(self) -> None:
         problems = []
@@ -101,6 +106,8 @@ class Stage:
             problems.append(f"lease_s must be positive, got {self.lease_s}")
         if self.job_timeout_s is not None and self.job_timeout_s <= 0:
             problems.append(f"job_timeout_s must be positive, got {self.job_timeout_s}")
+        if self.delivery not in ("cron", "doorbell"):
+            problems.append(f"delivery must be 'cron' or 'doorbell', got {self.delivery!r}")
         if not callable(self.handler):
             problems.append("handler must be callable")
         if problems:

@@ -75,3 +75,28 @@ returning id;
 -- name: fail_abandoned
 -- A door (sql/0003_tenancy.sql): fails jobs that died on their last attempt, returns their ids.
 select id, type, tenant_id, last_error from fairqueue.fail_abandoned(%(types)s, %(limit)s);
+
+-- name: claim_by_id
+-- Under the doorbell's tenant clamp: only a pending, due job of that tenant, of a type this
+-- worker runs, outside a paused group. A duplicate, late or mismatched doorbell claims nothing.
+update fairqueue.jobs j
+   set status = 'running',
+       attempts = j.attempts + 1,
+       locked_at = now(),
+       lease_until = now() + lease.seconds * interval '1 second',
+       locked_by = %(locked_by)s,
+       run_id = %(run_id)s
+  from unnest(%(types)s::text[], %(leases)s::float8[]) as lease (type, seconds)
+ where j.id = %(id)s
+   and j.type = lease.type
+   and j.status = 'pending'
+   and j.run_after <= now()
+   and not exists (select 1 from fairqueue.groups g where g.id = j.group_id and g.status = 'paused')
+returning j.id, j.type, j.payload, j.tenant_id, j.group_id, j.attempts, j.max_attempts;
+
+-- name: stale_doorbells
+-- A door (sql/0004_doorbells.sql): due doorbell jobs whose last ring is stale.
+select id, tenant_id from fairqueue.stale_doorbells(%(types)s, %(stale_s)s * interval '1 second', %(limit)s);
+
+-- name: mark_rung
+select fairqueue.mark_rung(%(ids)s::uuid[]) as rung;

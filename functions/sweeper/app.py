@@ -1,0 +1,53 @@
+"""The sweeper, every minute: ring stale doorbells, fail abandoned jobs, publish the backlog."""
+
+from typing import Any
+
+from aws_lambda_powertools import Logger, Metrics, Tracer, single_metric
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.metrics.functions import is_metrics_disabled
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from fairqueue import ringing
+from fairqueue.cron import ConnectionCache, database_url, load_stages
+from fairqueue.sweeper import sweep
+
+logger = Logger()
+metrics = Metrics()
+tracer = Tracer()
+
+CONNECTION = ConnectionCache(database_url)
+STAGES = load_stages()
+ringing.check_configuration()
+
+
+@logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    conn = CONNECTION.get()
+    result = sweep(CONNECTION.dsn, STAGES, conn=conn)
+    backlog = {s.type: s.backlog for s in result.status}
+    stuck = {s.type: s.stuck for s in result.status}
+    metrics.add_metric(name="Republished", unit=MetricUnit.Count, value=result.republished)
+    metrics.add_metric(name="AbandonedFailed", unit=MetricUnit.Count, value=result.abandoned_failed)
+    metrics.add_metric(name="Backlog", unit=MetricUnit.Count, value=sum(backlog.values()))
+    metrics.add_metric(name="Stuck", unit=MetricUnit.Count, value=sum(stuck.values()))
+    # single_metric prints even when metrics are disabled (the local loop), hence the guard.
+    if not is_metrics_disabled():
+        for job_type in backlog:
+            for name, value in (("Backlog", backlog[job_type]), ("Stuck", stuck[job_type])):
+                with single_metric(
+                    name=name,
+                    unit=MetricUnit.Count,
+                    value=value,
+                    default_dimensions=metrics.default_dimensions,
+                ) as per_type:
+                    per_type.add_dimension(name="JobType", value=job_type)
+    return {
+        "runId": str(result.run_id),
+        "republished": result.republished,
+        "ringFailures": result.ring_failures,
+        "abandonedFailed": result.abandoned_failed,
+        "backlog": backlog,
+        "stuck": stuck,
+    }

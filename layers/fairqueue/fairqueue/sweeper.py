@@ -1,0 +1,67 @@
+"""The sweeper, every minute: what no doorbell and no crashed run may leave undone.
+
+- Rings again every due job of a doorbell stage whose last doorbell is stale (or never went).
+- Fails jobs whose run died on their last attempt, and runs their stages' give-up hooks.
+- Moves the served window's edge, so claims never pay for a day without traffic.
+- Reads backlog and stuck work per type from the table (not from queue depth) for metrics.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from uuid import UUID
+
+from . import ringing
+from .db import Connection
+from .doorbells import Doorbell
+from .pipeline import invocation
+from .queries import query
+from .stage import Stage
+from .status import TypeStatus, queue_status
+
+DEFAULT_STALE_AFTER_S = 60.0
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    run_id: UUID
+    republished: int
+    ring_failures: int
+    abandoned_failed: int
+    status: list[TypeStatus]
+
+
+def sweep(
+    dsn: str | None,
+    stages: Sequence[Stage],
+    *,
+    conn: Connection | None = None,
+    stale_after_s: float = DEFAULT_STALE_AFTER_S,
+    limit: int = 1000,
+) -> SweepResult:
+    """One sweep, one runs row (trigger ``sweeper``)."""
+    doorbell_types = [s.name for s in stages if s.delivery == "doorbell"]
+    with invocation(dsn, stages, trigger="sweeper", conn=conn) as pipeline:
+        pipeline.fail_abandoned()
+        with pipeline.db.use() as c:
+            c.execute(query("expire_served"))
+            rows = c.execute(
+                query("stale_doorbells"),
+                {"types": doorbell_types, "stale_s": stale_after_s, "limit": limit},
+            ).fetchall()
+            bells = [Doorbell(job_id=row["id"], tenant_id=row["tenant_id"]) for row in rows]
+            failed = ringing.ring(c, bells)
+            rung = [bell.job_id for bell in bells if bell not in failed]
+            if rung:
+                c.execute(query("mark_rung"), {"ids": rung})
+            status = queue_status(c)
+        pipeline.tally.count("republished", len(rung))
+        pipeline.tally.count("ring_failures", len(failed))
+    return SweepResult(
+        run_id=pipeline.run_id,
+        republished=len(rung),
+        ring_failures=len(failed),
+        abandoned_failed=pipeline.tally.abandoned_failed,
+        status=status,
+    )
