@@ -282,7 +282,9 @@ def test_every_invocation_writes_exactly_one_closed_run_row(dsn, conn) -> None:
     assert {r["trigger"] for r in rows} == {"test"}
 
 
-def test_a_stop_request_finishes_the_batch_and_closes_the_run(dsn, conn) -> None:
+def test_a_stop_request_finishes_the_job_in_flight_gives_back_the_rest_and_closes_the_run(
+    dsn, conn
+) -> None:
     stop = threading.Event()
 
     def stop_after(j: Job) -> None:
@@ -294,8 +296,10 @@ def test_a_stop_request_finishes_the_batch_and_closes_the_run(dsn, conn) -> None
     result = run_pipeline(dsn, [stage], stop=stop)
     assert result.stop_reason == "time_budget"
     assert result.summary["interrupted"] == "stop requested"
-    assert result.jobs_done == 2
-    assert count(conn, "status = 'pending'") == 1
+    assert result.jobs_done == 1
+    assert result.summary["stages"]["stoppable"]["released"] == 1
+    assert count(conn, "status = 'pending' and attempts = 0") == 2
+    assert runs(conn)[-1]["finished_at"] is not None
 
 
 def test_an_unreachable_database_is_a_clear_error(monkeypatch) -> None:

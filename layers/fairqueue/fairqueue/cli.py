@@ -7,13 +7,14 @@ import json
 import os
 import signal
 import sys
+import threading
 from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from . import cron, local
+from . import cron, local, serve
 from .db import Connection, connect
 from .embedded import embedded_dsn
 from .errors import DatabaseUnavailable, FairqueueError
@@ -164,6 +165,32 @@ def print_status(conn: Any) -> None:
         )
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    role = args.role or os.environ.get("FAIRQUEUE_ROLE") or "all"
+    serve.roles_of(role)
+    dsn = resolve_database(args)
+    stages = cron.load_stages(args.stages)
+    stop = threading.Event()
+
+    def request_stop(signum: int, frame: FrameType | None) -> None:
+        name = signal.Signals(signum).name
+        print(f"fairqueue serve: {name}: finishing the work in flight", file=sys.stderr)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, request_stop)
+    signal.signal(signal.SIGINT, request_stop)
+    print(f"fairqueue serve: role {role}", file=sys.stderr, flush=True)
+    ok = serve.serve(
+        role,
+        dsn,
+        stages,
+        stop,
+        cron_interval_s=args.cron_interval,
+        sweep_interval_s=args.sweep_interval,
+    )
+    return 0 if ok else 1
+
+
 def cmd_status(args: argparse.Namespace) -> int:
     with connect(resolve_database(args)) as conn:
         print_status(conn)
@@ -210,6 +237,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=7, help="seed of the example workload")
     p.add_argument("--no-seed", action="store_true", help="do not enqueue the example workload")
     p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("serve", help="run the cron, worker and sweeper roles as one process")
+    p.add_argument("--role", help="cron, worker, sweeper or all (default FAIRQUEUE_ROLE, else all)")
+    p.add_argument("--stages", help="module:attribute of the stage list (FAIRQUEUE_STAGES)")
+    p.add_argument("--cron-interval", type=float, default=serve.CRON_INTERVAL_S, help="seconds")
+    p.add_argument("--sweep-interval", type=float, default=serve.SWEEP_INTERVAL_S, help="seconds")
+    p.set_defaults(func=cmd_serve)
 
     sub.add_parser("status", help="backlog, stuck and failed per type").set_defaults(
         func=cmd_status

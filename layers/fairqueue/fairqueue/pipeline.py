@@ -40,6 +40,10 @@ DEFAULT_TIME_BUDGET_S = 220.0
 DEFAULT_MARGIN_S = 15.0
 
 
+class NotStarted(Exception):
+    """A claimed job whose handler a stop request kept from starting."""
+
+
 class LambdaContextLike(Protocol):
     def get_remaining_time_in_millis(self) -> int: ...
 
@@ -203,18 +207,24 @@ class Pipeline:
                 pool.submit(self.call_handler, stage, job): job for job in jobs
             }
             succeeded: list[claim.ClaimedJob] = []
+            not_started: list[claim.ClaimedJob] = []
             for future in as_completed(futures):
                 error = future.exception()
                 if error is None:
                     succeeded.append(futures[future])
+                elif isinstance(error, NotStarted):
+                    not_started.append(futures[future])
                 else:
                     self.finalize_failure(stage, futures[future], error, tally)
         self.complete_batch(succeeded, tally)
+        self.release(not_started, tally)
         elapsed = time.monotonic() - started
         tally.seconds += elapsed
         self.longest_batch[stage.name] = max(self.longest_batch.get(stage.name, 0.0), elapsed)
 
     def call_handler(self, stage: Stage, claimed: claim.ClaimedJob) -> None:
+        if self.stop is not None and self.stop.is_set():
+            raise NotStarted
         if stage.payload_model is not None:
             stage.payload_model.model_validate(claimed.payload)
         # The handler reads and writes application data under its job's tenant clamp; what it
@@ -278,6 +288,15 @@ class Pipeline:
             done += len(held)
         tally.done += done
         self.count_lost(tally, len(succeeded) - done)
+
+    def release(self, not_started: list[claim.ClaimedJob], tally: StageTally) -> None:
+        """Give back what a stop request kept from starting, attempt undone."""
+        grouped = claim.by_tenant((job.tenant_id, job.id) for job in not_started)
+        for tenant_id, job_ids in grouped.items():
+            with self.db.use() as conn, tenant_transaction(conn, tenant_id):
+                released = claim.release(conn, job_ids, self.locked_by)
+            tally.released += released
+            self.count_lost(tally, len(job_ids) - released)
 
     def count_lost(self, tally: StageTally, lost: int) -> None:
         if lost:

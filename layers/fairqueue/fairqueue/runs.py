@@ -32,6 +32,7 @@ class StageTally:
     retried: int = 0
     deferred: int = 0
     lost: int = 0
+    released: int = 0
     units: int = 0
     seconds: float = 0.0
 

@@ -1,0 +1,122 @@
+"""`fairqueue serve` as a real process: doorbells over LISTEN/NOTIFY, and SIGTERM."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+import serve_stages  # noqa: F401 - declares the stages' types in this process too
+from fairqueue import connect, enqueue, ringing
+
+TESTS = Path(__file__).resolve().parent
+
+
+def wait_for(check: Callable[[], bool], timeout_s: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.1)
+    pytest.fail("timed out waiting")
+
+
+@pytest.fixture
+def start(dsn: str, monkeypatch) -> Iterator[Callable[..., subprocess.Popen[str]]]:
+    monkeypatch.setenv("FAIRQUEUE_DOORBELLS", "postgres")
+    ringing.use_doorbells(None)
+    started: list[subprocess.Popen[str]] = []
+
+    def run(role: str) -> subprocess.Popen[str]:
+        env = {
+            **os.environ,
+            "PYTHONPATH": str(TESTS),
+            "FAIRQUEUE_DOORBELLS": "postgres",
+            "FAIRQUEUE_STAGES": "serve_stages:STAGES",
+        }
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "fairqueue",
+                "--database-url",
+                dsn,
+                "serve",
+                "--role",
+                role,
+                "--cron-interval",
+                "0.5",
+                "--sweep-interval",
+                "0.5",
+            ],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        started.append(process)
+        return process
+
+    yield run
+    for process in started:
+        if process.poll() is None:
+            process.kill()
+        process.communicate(timeout=10)
+    ringing.use_doorbells(None)
+
+
+def status(conn, job_id) -> tuple[str, int]:
+    row = conn.execute(
+        "select status, attempts from fairqueue.jobs where id = %s", (job_id,)
+    ).fetchone()
+    return row["status"], row["attempts"]
+
+
+def test_a_doorbell_over_notify_is_run_by_the_worker_role(start, dsn, conn) -> None:
+    process = start("worker")
+    wait_for(
+        lambda: (
+            conn.execute(
+                "select count(*) as n from pg_stat_activity where query ilike 'listen%%'"
+            ).fetchone()["n"]
+            > 0
+        )
+    )
+    with connect(dsn) as c:
+        job_id = enqueue(c, "serve_bell", {}, tenant_id="t")
+    wait_for(lambda: status(conn, job_id) == ("done", 1))
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=20) == 0
+    runs = conn.execute("select trigger, stop_reason, finished_at from fairqueue.runs").fetchall()
+    assert runs and all(r["finished_at"] is not None for r in runs)
+    assert {r["trigger"] for r in runs} == {"doorbell"}
+
+
+def test_sigterm_finishes_the_job_in_flight_and_gives_back_the_rest(start, conn) -> None:
+    ids = [enqueue(conn, "serve_slow", {"n": n}, tenant_id="t") for n in range(4)]
+    process = start("cron")
+    wait_for(lambda: any(status(conn, i)[0] == "running" for i in ids))
+    time.sleep(0.3)  # the first handler is mid-sleep
+    process.send_signal(signal.SIGTERM)
+    output, _ = process.communicate(timeout=20)
+    assert process.returncode == 0, output
+    states = sorted(status(conn, i) for i in ids)
+    assert states == [("done", 1), ("pending", 0), ("pending", 0), ("pending", 0)]
+    [run] = conn.execute("select * from fairqueue.runs").fetchall()
+    assert run["stop_reason"] == "time_budget"
+    assert run["summary"]["interrupted"] == "stop requested"
+    assert run["summary"]["stages"]["serve_slow"]["released"] == 3
+    assert run["jobs_done"] == 1
+
+
+def test_an_unknown_role_is_refused(dsn, capsys) -> None:
+    from fairqueue.cli import main
+
+    assert main(["--database-url", dsn, "serve", "--role", "everything"]) == 2
+    assert "must be one of cron, worker, sweeper, all" in capsys.readouterr().err
