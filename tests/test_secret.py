@@ -1,11 +1,6 @@
 """The cron function finds its database in Secrets Manager, served by moto on loopback."""
 
 import json
-import socket
-import subprocess
-import sys
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import boto3
@@ -16,46 +11,18 @@ from fairqueue.cron import dsn_from_secret
 from fairqueue.errors import ConfigurationError
 from fairqueue.local import LocalContext, load_module, scheduled_event
 
+pytest_plugins = ["moto_sqs"]  # the moto server on loopback
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@pytest.fixture(scope="module")
-def moto_endpoint() -> Iterator[str]:
-    port = free_port()
-    server = subprocess.Popen(
-        [str(Path(sys.executable).parent / "moto_server"), "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-                break
-            except OSError:
-                time.sleep(0.1)
-        else:
-            pytest.fail("moto server did not start")
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
-
-
 @pytest.fixture
-def aws(monkeypatch, moto_endpoint: str) -> str:
+def aws(monkeypatch, moto_server_url: str) -> str:
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    monkeypatch.setenv("AWS_ENDPOINT_URL_SECRETS_MANAGER", moto_endpoint)
-    return moto_endpoint
+    monkeypatch.setenv("AWS_ENDPOINT_URL_SECRETS_MANAGER", moto_server_url)
+    return moto_server_url
 
 
 def test_the_cron_function_reads_its_database_url_from_the_secret(

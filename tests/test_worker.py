@@ -244,3 +244,25 @@ def test_a_stage_refuses_an_unknown_delivery() -> None:
 
     with pytest.raises(ConfigurationError, match="delivery must be 'cron' or 'doorbell'"):
         Stage("odd", handler=print, delivery="pigeon")  # type: ignore[arg-type]
+
+
+def test_follow_ups_of_doorbell_stages_ring_once_committed(dsn, conn, memory) -> None:
+    from fairqueue import Stage, run_pipeline
+
+    def parent(job) -> None:
+        job.enqueue("bell", {"from": str(job.id)})
+
+    def give_up(job, error: str) -> None:
+        job.enqueue("bell", {"refund": str(job.id)})
+
+    stages = [
+        Stage("bell_parent", handler=parent),
+        Stage("bell_doomed", handler=lambda job: 1 / 0, max_attempts=1, on_give_up=give_up),
+    ]
+    enqueue(conn, "bell_parent", {}, tenant_id="a")
+    enqueue(conn, "bell_doomed", {}, tenant_id="b")
+    run_pipeline(dsn, stages)
+    rows = conn.execute("select id, tenant_id from fairqueue.jobs where type = 'bell'").fetchall()
+    expected = {Doorbell(job_id=r["id"], tenant_id=r["tenant_id"]) for r in rows}
+    assert len(expected) == 2
+    assert set(memory.drain()) == expected

@@ -17,7 +17,7 @@ from uuid import UUID
 from .db import Connection
 from .plans import PLANS, Plans
 from .queries import query
-from .tenancy import tenant_transaction
+from .tenancy import tenant_transaction, tenants_transaction
 
 
 @dataclass(frozen=True)
@@ -80,12 +80,13 @@ def claim_batch(
             },
         ).fetchall()
     claimed: list[ClaimedJob] = []
-    for tenant_id, ids in by_tenant((row["tenant_id"], row["id"]) for row in rows).items():
-        with tenant_transaction(conn, tenant_id):
+    with tenants_transaction(conn) as clamp:
+        for tenant_id, ids in by_tenant((row["tenant_id"], row["id"]) for row in rows).items():
+            clamp(tenant_id)
             found = conn.execute(
                 query("read_claimed"), {"ids": ids, "locked_by": locked_by}
             ).fetchall()
-        claimed.extend(ClaimedJob.from_row(row) for row in found)
+            claimed.extend(ClaimedJob.from_row(row) for row in found)
     return claimed
 
 

@@ -176,9 +176,8 @@ def enqueue(
     )
     with tenant_scope(conn, tenant_id):
         job_id = insert(conn, prepared)
-    stage = known_stage(job_type)
-    if job_id is not None and stage is not None and stage.delivery == "doorbell":
-        bell = Doorbell(job_id=job_id, tenant_id=tenant_id)
+    bell = doorbell_for(prepared, job_id)
+    if bell is not None:
 
         def ring() -> None:
             ringing.ring(conn, [bell])
@@ -186,3 +185,11 @@ def enqueue(
         # Rung once the row is committed; where that cannot be known, the sweep rings it.
         after_commit(conn, ring)
     return job_id
+
+
+def doorbell_for(job: PreparedJob, job_id: UUID | None) -> Doorbell | None:
+    """The doorbell an inserted job of a doorbell stage rings once committed."""
+    stage = known_stage(job.type)
+    if job_id is None or stage is None or stage.delivery != "doorbell":
+        return None
+    return Doorbell(job_id=job_id, tenant_id=job.tenant_id)

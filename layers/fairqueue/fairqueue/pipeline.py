@@ -25,13 +25,14 @@ from uuid import UUID
 import psycopg
 from pydantic import ValidationError
 
-from . import claim, jobs, quotas
+from . import claim, jobs, quotas, ringing
 from .db import Connection, connect
+from .doorbells import Doorbell
 from .errors import DatabaseUnavailable
 from .plans import PLANS, Plans
 from .runs import RunTally, StageTally, StopReason, close_run, open_run
 from .stage import Defer, Job, Stage
-from .tenancy import TenantMismatch, tenant_transaction
+from .tenancy import TenantMismatch, tenant_transaction, tenants_transaction
 
 log = logging.getLogger("fairqueue.pipeline")
 
@@ -279,13 +280,16 @@ class Pipeline:
         follow_ups = {job.id: self.follow_ups.pop(job.id, []) for job in succeeded}
         grouped = claim.by_tenant((job.tenant_id, job.id) for job in succeeded)
         done = 0
-        for tenant_id, job_ids in grouped.items():
-            with self.db.use() as conn, tenant_transaction(conn, tenant_id):
-                held = claim.complete_many(conn, job_ids, self.locked_by)
-                for job_id in held:
-                    for prepared in follow_ups[job_id]:
-                        jobs.insert(conn, prepared)
-            done += len(held)
+        bells: list[Doorbell] = []
+        with self.db.use() as conn:
+            with tenants_transaction(conn) as clamp:
+                for tenant_id, job_ids in grouped.items():
+                    clamp(tenant_id)
+                    held = claim.complete_many(conn, job_ids, self.locked_by)
+                    for job_id in held:
+                        bells.extend(self.insert_follow_ups(conn, follow_ups[job_id]))
+                    done += len(held)
+            ringing.ring(conn, bells)
         tally.done += done
         self.count_lost(tally, len(succeeded) - done)
 
@@ -297,6 +301,17 @@ class Pipeline:
                 released = claim.release(conn, job_ids, self.locked_by)
             tally.released += released
             self.count_lost(tally, len(job_ids) - released)
+
+    def insert_follow_ups(
+        self, conn: Connection, follow_ups: list[jobs.PreparedJob]
+    ) -> list[Doorbell]:
+        """Insert a job's follow-ups; the doorbells to ring once they are committed."""
+        bells: list[Doorbell] = []
+        for prepared in follow_ups:
+            bell = jobs.doorbell_for(prepared, jobs.insert(conn, prepared))
+            if bell is not None:
+                bells.append(bell)
+        return bells
 
     def count_lost(self, tally: StageTally, lost: int) -> None:
         if lost:
@@ -348,9 +363,10 @@ class Pipeline:
             stage.on_give_up(self.job_for(stage, job), error)
             follow_ups = self.follow_ups.pop(job.id, [])
             if follow_ups:
-                with self.db.use() as conn, tenant_transaction(conn, job.tenant_id):
-                    for prepared in follow_ups:
-                        jobs.insert(conn, prepared)
+                with self.db.use() as conn:
+                    with tenant_transaction(conn, job.tenant_id):
+                        bells = self.insert_follow_ups(conn, follow_ups)
+                    ringing.ring(conn, bells)
         except Exception as exc:
             self.follow_ups.pop(job.id, None)
             log.exception("give-up hook of %s failed for job %s", stage.name, job.id)

@@ -8,7 +8,7 @@ are visible only to a transaction that asked for the system clamp.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from psycopg.pq import TransactionStatus
@@ -40,6 +40,15 @@ def tenant_transaction(conn: Connection, tenant_id: str | None) -> Iterator[Conn
     with conn.transaction():
         _clamp(conn, tenant_id)
         yield conn
+
+
+@contextmanager
+def tenants_transaction(conn: Connection) -> Iterator[Callable[[str | None], None]]:
+    """One transaction that works for one tenant at a time: call the function it yields to
+    clamp the statements that follow to the next tenant. The pipeline reads and completes a
+    batch this way: one commit for the batch, every statement still under one tenant's clamp."""
+    with conn.transaction():
+        yield lambda tenant_id: _clamp(conn, tenant_id)
 
 
 def clamp_callers_transaction(conn: Connection, tenant_id: str | None) -> None:
