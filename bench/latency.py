@@ -8,16 +8,18 @@ section, so pending stays constant and the served counts return to where they we
 from __future__ import annotations
 
 import math
+import re
 import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import psycopg
+
 from fairqueue.claim import POOL_FACTOR, claim_batch, release
 from fairqueue.db import Connection
 from fairqueue.plans import PLANS
-from fairqueue.queries import query
 
 from . import database, load
 from .errors import BenchError
@@ -110,6 +112,23 @@ def served_drift(conn: Connection) -> int:
     return int(row["n"])
 
 
+CLAIM_DOOR = (
+    "fairqueue.claim(text, integer, integer, double precision, text, uuid, text[], integer[],"
+    " integer)"
+)
+CLAIM_DOOR_ARGS = (
+    "type",
+    "batch",
+    "pool",
+    "lease_s",
+    "locked_by",
+    "run_id",
+    "plan_names",
+    "plan_priorities",
+    "default_priority",
+)
+
+
 def claim_plan(conn: Connection, batch: int) -> ClaimPlan:
     """EXPLAIN ANALYZE the library's claim query with claim_batch's parameters, rolled back."""
     params = {
@@ -121,9 +140,26 @@ def claim_plan(conn: Connection, batch: int) -> ClaimPlan:
         "run_id": None,
         **PLANS.claim_params(),
     }
-    with conn.transaction(force_rollback=True):
-        row = conn.execute("explain (analyze, format json) " + query("claim_batch"), params)
-        found = row.fetchone()
+    # The claim is a door function, whose inner plan EXPLAIN does not show: its body is
+    # prepared as a statement of its own (with the simple protocol, so PREPARE's $n reach the
+    # server as text) and explained with the same arguments.
+    door = conn.execute(
+        "select prosrc, proargnames, proargtypes::regtype[]::text[] as types"
+        " from pg_proc where oid = %s::regprocedure",
+        (CLAIM_DOOR,),
+    ).fetchone()
+    assert door is not None
+    body = door["prosrc"]
+    for position, name in enumerate(door["proargnames"][: len(door["types"])], start=1):
+        body = re.sub(rf"\b{name}\b", f"${position}", body)
+    args = [params[key] for key in CLAIM_DOOR_ARGS]
+    placeholders = ", ".join(f"%s::{t}" for t in door["types"])
+    with conn.transaction(force_rollback=True), psycopg.ClientCursor(conn) as cur:
+        cur.execute(f"prepare claim_body ({', '.join(door['types'])}) as {body}")
+        found = cur.execute(
+            f"explain (analyze, format json) execute claim_body ({placeholders})", args
+        ).fetchone()
+        cur.execute("deallocate claim_body")
     assert found is not None
     root: dict[str, Any] = found["QUERY PLAN"][0]["Plan"]
     ranked = _find(root, lambda node: node.get("Alias") == "r") or root
