@@ -54,3 +54,14 @@ def test_example_workload_is_deterministic_and_exercises_every_rule(dsn, conn) -
     seed_workload(conn, seed=3, quota_period=timedelta(seconds=1), **options)
     drain(dsn, conn)
     assert outcome(conn) == first
+
+
+def test_seeding_needs_an_autocommit_connection(dsn) -> None:
+    import pytest
+
+    from fairqueue import connect
+
+    with connect(dsn) as c, pytest.raises(ValueError, match="autocommit"):
+        seed_workload(c)
+    with connect(dsn, autocommit=True) as c:
+        assert seed_workload(c, documents=5) == 5

@@ -89,13 +89,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         os.environ["FAIRQUEUE_STAGES"] = args.stages
     with connect(dsn) as conn:
         migrate(conn)
-        if (
-            not args.no_seed
-            and (os.environ.get("FAIRQUEUE_STAGES") or cron.DEFAULT_STAGES) == cron.DEFAULT_STAGES
-        ):
+    example = (os.environ.get("FAIRQUEUE_STAGES") or cron.DEFAULT_STAGES) == cron.DEFAULT_STAGES
+    if example and not args.no_seed:
+        # Autocommit: each tenant's jobs are written in a transaction clamped to that tenant.
+        with connect(dsn, autocommit=True) as conn:
             seeded = seed_workload(conn, seed=args.seed)
-            if seeded:
-                print(f"enqueued the example workload: {seeded} documents (seed {args.seed})")
+        if seeded:
+            print(f"enqueued the example workload: {seeded} documents (seed {args.seed})")
     handler = local.load_handler(args.handler)
     _stop_on_signals()
     print_run_header()

@@ -154,7 +154,15 @@ def seed_workload(
     quota_period: timedelta = timedelta(seconds=20),
     quota_reserve: int = 5,
 ) -> int:
-    """Enqueue the example workload if the queue holds no open work; returns jobs enqueued."""
+    """Enqueue the example workload if the queue holds no open work; returns jobs enqueued.
+
+    Needs an autocommit connection: the workload spans tenants, and one transaction works for
+    one tenant.
+    """
+    if not conn.autocommit:
+        raise ValueError(
+            "seed_workload needs an autocommit connection (it writes for many tenants)"
+        )
     if open_jobs(conn) > 0:
         return 0
     rng = random.Random(seed)  # noqa: S311 - a reproducible demo, not a secret

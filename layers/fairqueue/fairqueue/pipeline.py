@@ -176,7 +176,7 @@ class Pipeline:
                 if quota_stop is not None:
                     return quota_stop
             with self.db.use() as conn:
-                jobs = claim.claim_batch(
+                claimed = claim.claim_batch(
                     conn,
                     stage.name,
                     batch=stage.batch,
@@ -185,8 +185,8 @@ class Pipeline:
                     run_id=self.run_id,
                     plans=self.plans,
                 )
-            if jobs:
-                self.run_batch(stage, jobs)
+            if claimed:
+                self.run_batch(stage, claimed)
                 return None
         return "no_work"
 
@@ -196,16 +196,16 @@ class Pipeline:
         needed = stage.batch_seconds() or self.longest_batch.get(stage.name, 0.0)
         return remaining > 0 and needed <= remaining
 
-    def run_batch(self, stage: Stage, jobs: list[claim.ClaimedJob]) -> None:
+    def run_batch(self, stage: Stage, batch: list[claim.ClaimedJob]) -> None:
         tally = self.tally.stage(stage.name)
         tally.batches += 1
-        tally.claimed += len(jobs)
+        tally.claimed += len(batch)
         started = time.monotonic()
         with ThreadPoolExecutor(
-            max_workers=min(stage.concurrency, len(jobs)), thread_name_prefix=f"fq-{stage.name}"
+            max_workers=min(stage.concurrency, len(batch)), thread_name_prefix=f"fq-{stage.name}"
         ) as pool:
             futures: dict[Future[None], claim.ClaimedJob] = {
-                pool.submit(self.call_handler, stage, job): job for job in jobs
+                pool.submit(self.call_handler, stage, job): job for job in batch
             }
             succeeded: list[claim.ClaimedJob] = []
             not_started: list[claim.ClaimedJob] = []
@@ -242,8 +242,10 @@ class Pipeline:
         tally = self.tally.stage(stage.name)
 
         def spend(quota: str, units: int) -> None:
-            with self.db.use() as conn:
-                quotas.spend(conn, quota, units)
+            # Quotas are not tenant data: spent on the run's shared connection, committed at
+            # once, whatever becomes of the handler's own transaction.
+            with self.db.use() as shared:
+                quotas.spend(shared, quota, units)
                 tally.units += units
 
         def follow_up(job_type: str, payload: dict[str, Any], **options: Any) -> None:
