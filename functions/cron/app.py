@@ -8,24 +8,13 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.metrics.functions import is_metrics_disabled
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from fairqueue import ringing
-from fairqueue.cron import (
-    ConnectionCache,
-    CronAnswer,
-    ScheduledEvent,
-    database_url,
-    invoke,
-    load_stages,
-)
+from fairqueue.cron import CronAnswer, ScheduledEvent, function_setup, invoke
 
 logger = Logger()
 metrics = Metrics()
 tracer = Tracer()
 
-CONNECTION = ConnectionCache(database_url)
-STAGES = load_stages()
-# Jobs the handlers enqueue may ring doorbells: refuse a setting that cannot deliver them.
-ringing.check_configuration()
+CONNECTION, STAGES = function_setup()
 
 
 @logger.inject_lambda_context(clear_state=True)

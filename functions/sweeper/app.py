@@ -7,17 +7,14 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.metrics.functions import is_metrics_disabled
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from fairqueue import ringing
-from fairqueue.cron import ConnectionCache, database_url, load_stages
+from fairqueue.cron import function_setup
 from fairqueue.sweeper import sweep
 
 logger = Logger()
 metrics = Metrics()
 tracer = Tracer()
 
-CONNECTION = ConnectionCache(database_url)
-STAGES = load_stages()
-ringing.check_configuration()
+CONNECTION, STAGES = function_setup()
 
 
 @logger.inject_lambda_context(clear_state=True)

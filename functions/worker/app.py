@@ -13,8 +13,7 @@ from aws_lambda_powertools.utilities.batch.types import PartialItemFailureRespon
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from fairqueue import ringing
-from fairqueue.cron import ConnectionCache, database_url, load_stages
+from fairqueue.cron import function_setup
 from fairqueue.doorbells import Doorbell
 from fairqueue.worker import doorbell_run
 
@@ -23,9 +22,7 @@ metrics = Metrics()
 tracer = Tracer()
 processor = BatchProcessor(event_type=EventType.SQS)
 
-CONNECTION = ConnectionCache(database_url)
-STAGES = load_stages()
-ringing.check_configuration()
+CONNECTION, STAGES = function_setup()
 
 
 @logger.inject_lambda_context(clear_state=True)

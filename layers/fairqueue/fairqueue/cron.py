@@ -16,6 +16,7 @@ from aws_lambda_powertools.utilities import parameters
 from psycopg.conninfo import conninfo_to_dict
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from . import ringing
 from .db import Connection, connect
 from .errors import ConfigurationError
 from .pipeline import DEFAULT_TIME_BUDGET_S, LambdaContextLike, RunResult, run_pipeline
@@ -180,6 +181,15 @@ class ConnectionCache:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+
+
+def function_setup() -> tuple[ConnectionCache, list[Stage]]:
+    """What every function does at cold start: its connection cache and stage list, and a
+    refusal to start on a doorbell setting that cannot deliver (memory in production)."""
+    connection = ConnectionCache(database_url)
+    stages = load_stages()
+    ringing.check_configuration()
+    return connection, stages
 
 
 def invoke(
