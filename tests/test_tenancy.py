@@ -73,7 +73,7 @@ def test_the_application_role_owns_nothing_and_cannot_bypass(conn) -> None:
         "select relname from pg_class where relnamespace = 'fairqueue'::regnamespace"
         " and relrowsecurity and relforcerowsecurity order by 1"
     ).fetchall()
-    assert [r["relname"] for r in forced] == ["groups", "jobs", "tenants"]
+    assert [r["relname"] for r in forced] == ["credits", "groups", "jobs", "tenants"]
 
 
 def test_a_tenant_sees_and_updates_only_its_own_jobs(conn, app) -> None:
@@ -166,6 +166,7 @@ DOORS = {
     "expire_served",
     "stale_doorbells",
     "mark_rung",
+    "stalled_lanes",
 }
 
 

@@ -45,6 +45,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         "republished": result.republished,
         "ringFailures": result.ring_failures,
         "abandonedFailed": result.abandoned_failed,
+        "lanesPromoted": result.lanes_promoted,
         "backlog": backlog,
         "stuck": stuck,
     }

@@ -29,6 +29,13 @@ class ClaimedJob:
     group_id: str | None
     attempts: int
     max_attempts: int
+    lane: str | None = None
+    delta_of: UUID | None = None
+
+    @property
+    def holds_a_lane(self) -> bool:
+        """A first-pass job of a lane: while it is open, the lane's next job waits."""
+        return self.lane is not None and self.delta_of is None
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> ClaimedJob:
@@ -40,6 +47,8 @@ class ClaimedJob:
             group_id=row["group_id"],
             attempts=row["attempts"],
             max_attempts=row["max_attempts"],
+            lane=row.get("lane"),
+            delta_of=row.get("delta_of"),
         )
 
 

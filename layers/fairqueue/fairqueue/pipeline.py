@@ -25,7 +25,7 @@ from uuid import UUID
 import psycopg
 from pydantic import ValidationError
 
-from . import claim, jobs, quotas, ringing
+from . import claim, jobs, lanes, quotas, ringing
 from .db import Connection, connect
 from .doorbells import Doorbell
 from .errors import DatabaseUnavailable
@@ -294,6 +294,7 @@ class Pipeline:
             ringing.ring(conn, bells)
         tally.done += done
         self.count_lost(tally, len(succeeded) - done)
+        self.free_lanes(succeeded)
 
     def release(self, not_started: list[claim.ClaimedJob], tally: StageTally) -> None:
         """Give back what a stop request kept from starting, attempt undone."""
@@ -315,6 +316,14 @@ class Pipeline:
                 bells.append(bell)
         return bells
 
+    def free_lanes(self, finished: list[claim.ClaimedJob]) -> None:
+        """A lane whose first-pass job finished starts its next queued job at once."""
+        lanes_done = {(job.tenant_id, job.lane) for job in finished if job.holds_a_lane}
+        for tenant_id, lane in sorted(lanes_done, key=str):
+            assert lane is not None
+            with self.db.use() as conn:
+                lanes.promote_next(conn, tenant_id, lane)
+
     def count_lost(self, tally: StageTally, lost: int) -> None:
         if lost:
             # A rescue took these jobs after our lease ran out; they are that claimer's now.
@@ -330,6 +339,7 @@ class Pipeline:
     ) -> None:
         self.follow_ups.pop(job.id, None)  # follow-ups land only with a completion
         with self.db.use() as conn, tenant_transaction(conn, job.tenant_id):
+            # Failed for good: the job's credits come back in the same transaction.
             if isinstance(error, Defer):
                 held = claim.defer(conn, job.id, self.locked_by, error.until)
                 outcome = "deferred"
@@ -347,6 +357,8 @@ class Pipeline:
                 )
                 held = retried is not None
                 outcome = "failed" if retried is None or retried.status == "failed" else "retried"
+            if held and outcome == "failed":
+                lanes.refund(conn, job.id, "failed for good")
         if not held:
             self.count_lost(tally, 1)
             return
@@ -357,6 +369,7 @@ class Pipeline:
         else:
             tally.failed += 1
             self.give_up(stage, job, describe(error))
+            self.free_lanes([job])
 
     def give_up(self, stage: Stage, job: claim.ClaimedJob, error: str) -> None:
         if stage.on_give_up is None:
@@ -391,7 +404,10 @@ class Pipeline:
             ]
         for job in found:
             self.tally.abandoned_failed += 1
+            with self.db.use() as conn, tenant_transaction(conn, job.tenant_id):
+                lanes.refund(conn, job.id, "died on its last attempt")
             self.give_up(self.by_type[job.type], job, errors[job.id])
+        self.free_lanes(found)
 
 
 def describe(error: BaseException) -> str:

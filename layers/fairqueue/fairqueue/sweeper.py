@@ -3,6 +3,7 @@
 - Rings again every due job of a doorbell stage whose last doorbell is stale (or never went).
 - Fails jobs whose run died on their last attempt, and runs their stages' give-up hooks.
 - Moves the served window's edge, so claims never pay for a day without traffic.
+- Starts the next job of any lane left waiting with nothing holding it (a lost promotion).
 - Reads backlog and stuck work per type from the table (not from queue depth) for metrics.
 """
 
@@ -12,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from uuid import UUID
 
-from . import ringing
+from . import lanes, ringing
 from .db import Connection
 from .doorbells import Doorbell
 from .pipeline import invocation
@@ -29,6 +30,7 @@ class SweepResult:
     republished: int
     ring_failures: int
     abandoned_failed: int
+    lanes_promoted: int
     status: list[TypeStatus]
 
 
@@ -55,7 +57,9 @@ def sweep(
             rung = [bell.job_id for bell in bells if bell not in failed]
             if rung:
                 c.execute(query("mark_rung"), {"ids": rung})
+            promoted = lanes.promote_stalled(c)
             status = queue_status(c)
+        pipeline.tally.count("lanes_promoted", promoted)
         pipeline.tally.count("republished", len(rung))
         pipeline.tally.count("ring_failures", len(failed))
     return SweepResult(
@@ -63,5 +67,6 @@ def sweep(
         republished=len(rung),
         ring_failures=len(failed),
         abandoned_failed=pipeline.tally.abandoned_failed,
+        lanes_promoted=promoted,
         status=status,
     )

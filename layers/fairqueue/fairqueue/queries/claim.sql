@@ -11,13 +11,13 @@ select id, tenant_id
 
 -- name: read_claimed
 -- Under the tenant's clamp: what the handler needs, for jobs this claimer still holds.
-select id, type, payload, tenant_id, group_id, attempts, max_attempts
+select id, type, payload, tenant_id, group_id, attempts, max_attempts, lane, delta_of
   from fairqueue.jobs
  where id = any(%(ids)s::uuid[]) and status = 'running' and locked_by = %(locked_by)s;
 
 -- name: read_jobs
 -- Under the tenant's clamp, whatever their status (a failed job for its give-up hook).
-select id, type, payload, tenant_id, group_id, attempts, max_attempts
+select id, type, payload, tenant_id, group_id, attempts, max_attempts, lane, delta_of
   from fairqueue.jobs
  where id = any(%(ids)s::uuid[]);
 
@@ -92,7 +92,8 @@ update fairqueue.jobs j
    and j.status = 'pending'
    and j.run_after <= now()
    and not exists (select 1 from fairqueue.groups g where g.id = j.group_id and g.status = 'paused')
-returning j.id, j.type, j.payload, j.tenant_id, j.group_id, j.attempts, j.max_attempts;
+returning j.id, j.type, j.payload, j.tenant_id, j.group_id, j.attempts, j.max_attempts, j.lane,
+          j.delta_of;
 
 -- name: stale_doorbells
 -- A door (sql/0004_doorbells.sql): due doorbell jobs whose last ring is stale.

@@ -1,0 +1,166 @@
+"""Serial lanes: every error on the first click, then one job at a time per lane.
+
+``admit`` runs every synchronous check, the credit debit and the insert under the lane's lock,
+in the tenant's transaction: the job lands ``pending`` when the lane is free, ``queued`` when a
+first-pass job already holds it. ``promote_next`` (under the same lock) moves the oldest queued
+job to pending once the lane is free. Delta jobs (re-checks of an earlier job) skip the lane.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Final, Literal
+from uuid import UUID
+
+from psycopg.types.json import Jsonb
+
+from .db import Connection
+from .errors import FairqueueError, InvalidPayload
+from .jobs import prepare
+from .queries import query
+from .tenancy import tenant_scope
+
+# The classid of the two-key advisory lock form: lane locks live in a key space of their own.
+LANE_LOCK_NAMESPACE: Final = 0x46514C4E
+
+
+class InsufficientCredit(FairqueueError):
+    """The tenant's balance cannot pay for the job."""
+
+
+@dataclass(frozen=True)
+class Admission:
+    job_id: UUID
+    status: Literal["pending", "queued"]
+    place: int
+
+
+def lock_key(tenant_id: str | None, lane: str) -> str:
+    """The one spelling of a lane's lock key; a tenant and a lane can never run together."""
+    return json.dumps([tenant_id, lane], separators=(",", ":"))
+
+
+def lock_lane(conn: Connection, tenant_id: str | None, lane: str) -> None:
+    """Hold the lane until the transaction ends."""
+    conn.execute(
+        query("lane_lock"), {"namespace": LANE_LOCK_NAMESPACE, "key": lock_key(tenant_id, lane)}
+    )
+
+
+def admit(
+    conn: Connection,
+    lane: str,
+    job_type: str,
+    payload: dict[str, Any],
+    *,
+    tenant_id: str | None,
+    cost: int = 0,
+    delta_of: UUID | None = None,
+    group_id: str | None = None,
+    dedupe_key: str | None = None,
+) -> Admission:
+    """Admit a job into a lane, or raise the error the click deserves; nothing lands then."""
+    if not isinstance(lane, str) or not lane:
+        raise InvalidPayload(f"{job_type}: the lane must be a non-empty string")
+    if isinstance(cost, bool) or not isinstance(cost, int) or cost < 0:
+        raise InvalidPayload(f"{job_type}: the credit cost must be a whole number >= 0")
+    prepared = prepare(
+        job_type, payload, tenant_id=tenant_id, group_id=group_id, dedupe_key=dedupe_key
+    )
+    with tenant_scope(conn, tenant_id):
+        lock_lane(conn, tenant_id, lane)
+        if cost:
+            available = int(_one(conn, "credit_balance", {})["balance"])
+            if available < cost:
+                raise InsufficientCredit(
+                    f"{job_type} costs {cost} credits; the balance is {available}"
+                )
+        busy = delta_of is None and _one(conn, "lane_busy", {"lane": lane})["busy"]
+        row = conn.execute(
+            query("admit_job"),
+            {
+                "type": prepared.type,
+                "payload": Jsonb(prepared.payload),
+                "tenant_id": tenant_id,
+                "group_id": group_id,
+                "dedupe_key": dedupe_key,
+                "max_attempts": prepared.max_attempts,
+                "lane": lane,
+                "delta_of": delta_of,
+                "cost": cost,
+                "status": "queued" if busy else "pending",
+            },
+        ).fetchone()
+        if row is None:
+            raise InvalidPayload(f"{job_type}: an open job of this tenant has that dedupe key")
+        job_id: UUID = row["id"]
+        if cost:
+            add_credits(conn, tenant_id, -cost, kind="debit", job_id=job_id)
+        place = 1 if delta_of is not None else _one(conn, "lane_place", {"id": job_id})["place"]
+    return Admission(job_id=job_id, status=row["status"], place=place)
+
+
+def _one(conn: Connection, name: str, params: dict[str, Any]) -> dict[str, Any]:
+    row = conn.execute(query(name), params).fetchone()
+    assert row is not None, f"{name} returns one row"
+    return row
+
+
+def promote_next(conn: Connection, tenant_id: str | None, lane: str) -> UUID | None:
+    """Start the lane's next queued job if nothing holds the lane; its id, or None."""
+    with tenant_scope(conn, tenant_id):
+        lock_lane(conn, tenant_id, lane)
+        row = conn.execute(query("promote_next"), {"lane": lane}).fetchone()
+    if row is None:
+        return None
+    promoted: UUID = row["id"]
+    return promoted
+
+
+def lane_jobs(conn: Connection, tenant_id: str | None, lane: str) -> list[dict[str, Any]]:
+    """The lane's open jobs in order: the one holding it, then the queue (deltas last)."""
+    with tenant_scope(conn, tenant_id):
+        return conn.execute(query("lane_jobs"), {"lane": lane}).fetchall()
+
+
+def add_credits(
+    conn: Connection,
+    tenant_id: str | None,
+    amount: int,
+    *,
+    kind: Literal["grant", "debit"] = "grant",
+    job_id: UUID | None = None,
+    note: str | None = None,
+) -> bool:
+    """Write a ledger entry; False when the job was already charged."""
+    with tenant_scope(conn, tenant_id):
+        row = conn.execute(
+            query("add_credits"),
+            {
+                "tenant_id": tenant_id,
+                "job_id": job_id,
+                "kind": kind,
+                "amount": amount,
+                "note": note,
+            },
+        ).fetchone()
+    return row is not None
+
+
+def balance(conn: Connection, tenant_id: str | None) -> int:
+    with tenant_scope(conn, tenant_id):
+        row = conn.execute(query("credit_balance")).fetchone()
+    return int(row["balance"]) if row else 0
+
+
+def refund(conn: Connection, job_id: UUID, note: str) -> int:
+    """Pay back a job's debit once, in the caller's (clamped) transaction; the amount, or 0."""
+    row = conn.execute(query("refund_job"), {"job_id": job_id, "note": note}).fetchone()
+    return int(row["amount"]) if row else 0
+
+
+def promote_stalled(conn: Connection, *, limit: int = 500) -> int:
+    """Start the next job of every lane left waiting with nothing holding it; how many."""
+    stalled = conn.execute(query("stalled_lanes"), {"limit": limit}).fetchall()
+    return sum(promote_next(conn, row["tenant_id"], row["lane"]) is not None for row in stalled)

@@ -1,0 +1,72 @@
+-- name: lane_lock
+-- The two-key advisory lock form: its key space does not overlap the one-key form's.
+select pg_advisory_xact_lock(%(namespace)s, hashtext(%(key)s));
+
+-- name: lane_busy
+-- Under the tenant's clamp: does the lane already have first-pass work queued, pending or running?
+select exists (
+    select 1 from fairqueue.jobs
+     where lane = %(lane)s and delta_of is null and status in ('queued', 'pending', 'running')
+) as busy;
+
+-- name: lane_place
+-- Under the tenant's clamp: the job's place in its lane (1 = it holds the lane).
+select count(*) as place
+  from fairqueue.jobs j, fairqueue.jobs me
+ where me.id = %(id)s
+   and j.lane = me.lane and j.delta_of is null
+   and j.status in ('queued', 'pending', 'running')
+   and (j.created_at, j.id) <= (me.created_at, me.id);
+
+-- name: admit_job
+-- created_at is read after the lane's lock was taken, so the lane's order is admission order
+-- (now() would be when the transaction began, before it waited for the lock).
+insert into fairqueue.jobs (type, payload, tenant_id, group_id, dedupe_key, max_attempts, lane,
+                            delta_of, credit_cost, status, created_at)
+values (%(type)s, %(payload)s, %(tenant_id)s, %(group_id)s, %(dedupe_key)s, %(max_attempts)s,
+        %(lane)s, %(delta_of)s, %(cost)s, %(status)s, clock_timestamp())
+on conflict (coalesce(tenant_id, ''), dedupe_key)
+   where dedupe_key is not null and status in ('queued', 'pending', 'running')
+   do nothing
+returning id, status;
+
+-- name: promote_next
+-- Under the lane's lock and the tenant's clamp: the oldest queued first-pass job becomes
+-- pending, unless a first-pass job already holds the lane.
+update fairqueue.jobs
+   set status = 'pending', run_after = now()
+ where id = (select id from fairqueue.jobs
+              where lane = %(lane)s and delta_of is null and status = 'queued'
+              order by created_at, id
+              limit 1)
+   and not exists (select 1 from fairqueue.jobs
+                    where lane = %(lane)s and delta_of is null and status in ('pending', 'running'))
+returning id;
+
+-- name: lane_jobs
+select id, type, status, delta_of, created_at
+  from fairqueue.jobs
+ where lane = %(lane)s and status in ('queued', 'pending', 'running')
+ order by (delta_of is not null), created_at, id;
+
+-- name: credit_balance
+select coalesce(sum(amount), 0) as balance from fairqueue.credits;
+
+-- name: add_credits
+insert into fairqueue.credits (tenant_id, job_id, kind, amount, note)
+values (%(tenant_id)s, %(job_id)s, %(kind)s, %(amount)s, %(note)s)
+on conflict (job_id, kind) where kind <> 'grant' do nothing
+returning id;
+
+-- name: refund_job
+-- Pays back a job's debit once; nothing when it was never charged or already refunded.
+insert into fairqueue.credits (tenant_id, job_id, kind, amount, note)
+select tenant_id, job_id, 'refund', -amount, %(note)s
+  from fairqueue.credits
+ where job_id = %(job_id)s and kind = 'debit'
+on conflict (job_id, kind) where kind <> 'grant' do nothing
+returning amount;
+
+-- name: stalled_lanes
+-- A door (sql/0005_lanes.sql): lanes with queued work and nothing holding them.
+select tenant_id, lane from fairqueue.stalled_lanes(%(limit)s);

@@ -1,0 +1,202 @@
+"""Serial lanes and credits, under the application role against real Postgres."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import psycopg
+import pytest
+from pydantic import BaseModel
+
+from fairqueue import InvalidPayload, Job, Stage, connect, run_pipeline
+from fairqueue.lanes import (
+    InsufficientCredit,
+    add_credits,
+    admit,
+    balance,
+    lane_jobs,
+    lock_key,
+    lock_lane,
+)
+
+PACKAGE = Path(__file__).resolve().parent.parent / "layers" / "fairqueue" / "fairqueue"
+
+
+class Analysis(BaseModel):
+    doc: str
+
+
+class Serial:
+    """Records the order handlers ran in, and how many ran at once."""
+
+    def __init__(self) -> None:
+        self.order: list[str] = []
+        self.running = 0
+        self.most = 0
+        self.lock = threading.Lock()
+
+    def __call__(self, job: Job) -> None:
+        with self.lock:
+            self.running += 1
+            self.most = max(self.most, self.running)
+            self.order.append(job.payload["doc"])
+        time.sleep(0.01)
+        with self.lock:
+            self.running -= 1
+
+
+SERIAL = Serial()
+STAGE = Stage("analysis", handler=SERIAL, payload_model=Analysis, batch=10, concurrency=4)
+FLAKY = Stage("analysis_doomed", handler=lambda job: 1 / 0, max_attempts=1)
+
+
+@pytest.fixture
+def app(dsn: str):
+    with connect(dsn, autocommit=True) as c:
+        yield c
+
+
+def statuses(conn) -> list[str]:
+    return [
+        r["status"] for r in conn.execute("select status from fairqueue.jobs order by created_at")
+    ]
+
+
+def test_a_free_lane_admits_pending_a_busy_one_queued(app, conn) -> None:
+    first = admit(app, "u1", "analysis", {"doc": "a"}, tenant_id="t")
+    second = admit(app, "u1", "analysis", {"doc": "b"}, tenant_id="t")
+    other_lane = admit(app, "u2", "analysis", {"doc": "c"}, tenant_id="t")
+    other_tenant = admit(app, "u1", "analysis", {"doc": "d"}, tenant_id="s")
+    assert (first.status, first.place) == ("pending", 1)
+    assert (second.status, second.place) == ("queued", 2)
+    assert other_lane.status == other_tenant.status == "pending"
+    assert [j["status"] for j in lane_jobs(app, "t", "u1")] == ["pending", "queued"]
+
+
+def test_a_delta_never_waits_in_a_lane_nor_blocks_it(app) -> None:
+    first = admit(app, "u1", "analysis", {"doc": "a"}, tenant_id="t")
+    delta = admit(app, "u1", "analysis", {"doc": "a again"}, tenant_id="t", delta_of=first.job_id)
+    after = admit(app, "u1", "analysis", {"doc": "b"}, tenant_id="t")
+    assert delta.status == "pending"
+    assert after.status == "queued"
+    assert after.place == 2
+
+
+@pytest.mark.parametrize(
+    ("payload", "cost", "error", "message"),
+    [
+        ({"doc": "a"}, 50, InsufficientCredit, "costs 50 credits; the balance is 10"),
+        ({"nope": 1}, 5, InvalidPayload, "doc"),
+        ({"doc": "a"}, -1, InvalidPayload, "credit cost"),
+    ],
+)
+def test_every_error_on_the_first_click_and_nothing_lands(
+    app, conn, payload, cost, error, message
+) -> None:
+    add_credits(app, "t", 10, note="welcome")
+    with pytest.raises(error, match=message):
+        admit(app, "u1", "analysis", payload, tenant_id="t", cost=cost)
+    assert statuses(conn) == []
+    assert balance(app, "t") == 10
+
+
+def test_credits_are_debited_once_and_refunded_when_the_work_is_given_up(dsn, app, conn) -> None:
+    add_credits(app, "t", 10)
+    doomed = admit(app, "u1", "analysis_doomed", {}, tenant_id="t", cost=4)
+    assert balance(app, "t") == 6
+    assert add_credits(app, "t", -4, kind="debit", job_id=doomed.job_id) is False  # not twice
+    run_pipeline(dsn, [FLAKY])
+    assert balance(app, "t") == 10
+    kinds = [r["kind"] for r in conn.execute("select kind from fairqueue.credits order by id")]
+    assert kinds == ["grant", "debit", "refund"]
+
+
+def race(targets: list) -> list:
+    barrier = threading.Barrier(len(targets))
+    results: list = [None] * len(targets)
+    errors: list[BaseException] = []
+
+    def run(i: int) -> None:
+        try:
+            barrier.wait(timeout=10)
+            results[i] = targets[i]()
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(targets))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert not errors, errors
+    return results
+
+
+def admit_on_own_connection(dsn: str, doc: str):
+    def go():
+        with connect(dsn, autocommit=True) as c:
+            return admit(c, "busy-user", "analysis", {"doc": doc}, tenant_id="t")
+
+    return go
+
+
+def test_two_racing_admits_leave_exactly_one_pending(dsn, conn) -> None:
+    results = race([admit_on_own_connection(dsn, d) for d in ("a", "b")])
+    assert sorted(r.status for r in results) == ["pending", "queued"]
+
+
+def test_fifty_admits_run_one_at_a_time_in_admission_order(dsn, conn) -> None:
+    SERIAL.order.clear()
+    SERIAL.most = 0
+    docs = [f"doc-{n:02d}" for n in range(50)]
+    results = race([admit_on_own_connection(dsn, d) for d in docs])
+    assert sorted(r.status for r in results).count("pending") == 1
+    admitted = [
+        r["payload"]["doc"]
+        for r in conn.execute("select payload from fairqueue.jobs order by created_at, id")
+    ]
+    # Two promoters at once (a rolling deploy): two pipelines drain the lane together.
+    deadline = time.monotonic() + 60
+    while conn.execute(
+        "select count(*) as n from fairqueue.jobs where status <> 'done'"
+    ).fetchone()["n"]:
+        race([lambda: run_pipeline(dsn, [STAGE]), lambda: run_pipeline(dsn, [STAGE])])
+        assert time.monotonic() < deadline
+    assert SERIAL.order == admitted
+    assert SERIAL.most == 1
+
+
+def test_lane_keys_are_spelled_by_one_helper_only(app, dsn) -> None:
+    assert lock_key("t", "u1") != lock_key("t", "U1") != lock_key("t ", "u1")
+    with connect(dsn) as holder, connect(dsn, autocommit=True) as other:
+        lock_lane(holder, "t", "u1")  # held until holder's transaction ends
+        other.execute("set lock_timeout = '200ms'")
+        with other.transaction():  # a differently spelled key is another lock: no wait
+            lock_lane(other, "t", "U1")
+        with pytest.raises(psycopg.errors.LockNotAvailable), other.transaction():
+            lock_lane(other, "t", "u1")
+        holder.rollback()
+    takers = [
+        path.relative_to(PACKAGE).as_posix()
+        for path in PACKAGE.rglob("*")
+        if path.suffix in {".py", ".sql"} and "lane_lock" in path.read_text(encoding="utf-8")
+    ]
+    assert sorted(takers) == ["lanes.py", "queries/lanes.sql"]
+
+
+def test_a_lost_promotion_is_made_good_by_the_sweeper(dsn, app, conn) -> None:
+    from fairqueue.sweeper import sweep
+
+    first = admit(app, "u1", "analysis", {"doc": "a"}, tenant_id="t")
+    second = admit(app, "u1", "analysis", {"doc": "b"}, tenant_id="t")
+    # The first job finishes in a process that dies before it promotes the next.
+    conn.execute("update fairqueue.jobs set status = 'done' where id = %s", (first.job_id,))
+    result = sweep(dsn, [STAGE])
+    assert result.lanes_promoted == 1
+    row = conn.execute(
+        "select status from fairqueue.jobs where id = %s", (second.job_id,)
+    ).fetchone()
+    assert row["status"] == "pending"
+    assert sweep(dsn, [STAGE]).lanes_promoted == 0
