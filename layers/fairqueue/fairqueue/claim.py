@@ -118,14 +118,6 @@ def has_claimable(conn: Connection, job_type: str) -> bool:
     return bool(row and row["claimable"])
 
 
-def complete(conn: Connection, job_id: UUID, locked_by: str) -> bool:
-    """Mark done; False when the job is no longer this claimer's."""
-    return (
-        conn.execute(query("complete"), {"id": job_id, "locked_by": locked_by}).fetchone()
-        is not None
-    )
-
-
 def complete_many(conn: Connection, job_ids: list[UUID], locked_by: str) -> set[UUID]:
     """Mark done; returns the ids that were still this claimer's."""
     rows = conn.execute(query("complete_many"), {"ids": job_ids, "locked_by": locked_by}).fetchall()

@@ -24,12 +24,6 @@ select id, type, payload, tenant_id, group_id, attempts, max_attempts, lane, del
 -- name: has_claimable
 select fairqueue.has_claimable(%(type)s) as claimable;
 
--- name: complete
-update fairqueue.jobs
-   set status = 'done', finished_at = now(), lease_until = null, last_error = null
- where id = %(id)s and status = 'running' and locked_by = %(locked_by)s
-returning id;
-
 -- name: complete_many
 update fairqueue.jobs
    set status = 'done', finished_at = now(), lease_until = null, last_error = null
