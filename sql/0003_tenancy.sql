@@ -45,22 +45,31 @@ language sql stable as $$ select nullif(current_setting('fairqueue.tenant_id', t
 create function fairqueue.system_clamp() returns boolean
 language sql stable as $$ select coalesce(current_setting('fairqueue.system', true), '') = 'on' $$;
 
+-- Whether a row with this tenant is inside the transaction's clamp: the one predicate of every
+-- fairqueue table's policy (inlined by the planner: a plain SQL expression).
+create function fairqueue.within_clamp(p_tenant_id text) returns boolean
+language sql stable as $$
+    select p_tenant_id = fairqueue.current_tenant()
+        or (p_tenant_id is null and fairqueue.system_clamp())
+$$;
+
 alter function fairqueue.current_tenant() owner to fairqueue_owner;
 alter function fairqueue.system_clamp() owner to fairqueue_owner;
+alter function fairqueue.within_clamp(text) owner to fairqueue_owner;
 
 alter table fairqueue.jobs enable row level security;
 alter table fairqueue.jobs force row level security;
 create policy jobs_owner on fairqueue.jobs to fairqueue_owner using (true) with check (true);
 create policy jobs_tenant on fairqueue.jobs to fairqueue_app
-    using (tenant_id = fairqueue.current_tenant() or (tenant_id is null and fairqueue.system_clamp()))
-    with check (tenant_id = fairqueue.current_tenant() or (tenant_id is null and fairqueue.system_clamp()));
+    using (fairqueue.within_clamp(tenant_id))
+    with check (fairqueue.within_clamp(tenant_id));
 
 alter table fairqueue.groups enable row level security;
 alter table fairqueue.groups force row level security;
 create policy groups_owner on fairqueue.groups to fairqueue_owner using (true) with check (true);
 create policy groups_tenant on fairqueue.groups to fairqueue_app
-    using (tenant_id = fairqueue.current_tenant() or (tenant_id is null and fairqueue.system_clamp()))
-    with check (tenant_id = fairqueue.current_tenant() or (tenant_id is null and fairqueue.system_clamp()));
+    using (fairqueue.within_clamp(tenant_id))
+    with check (fairqueue.within_clamp(tenant_id));
 
 alter table fairqueue.tenants enable row level security;
 alter table fairqueue.tenants force row level security;
@@ -225,6 +234,7 @@ revoke execute on all functions in schema fairqueue from public;
 grant execute on function
     fairqueue.current_tenant(),
     fairqueue.system_clamp(),
+    fairqueue.within_clamp(text),
     fairqueue.served_edge_lock(),
     fairqueue.served_near_edge(timestamptz),
     fairqueue.expire_served(),
