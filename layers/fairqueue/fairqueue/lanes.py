@@ -96,7 +96,7 @@ def admit(
             raise InvalidPayload(f"{job_type}: an open job of this tenant has that dedupe key")
         job_id: UUID = row["id"]
         if cost:
-            add_credits(conn, tenant_id, -cost, kind="debit", job_id=job_id)
+            _ledger(conn, tenant_id, -cost, kind="debit", job_id=job_id, note=None)
         place = 1 if delta_of is not None else _one(conn, "lane_place", {"id": job_id})["place"]
     return Admission(job_id=job_id, status=row["status"], place=place)
 
@@ -135,16 +135,23 @@ def add_credits(
 ) -> bool:
     """Write a ledger entry; False when the job was already charged."""
     with tenant_scope(conn, tenant_id):
-        row = conn.execute(
-            query("add_credits"),
-            {
-                "tenant_id": tenant_id,
-                "job_id": job_id,
-                "kind": kind,
-                "amount": amount,
-                "note": note,
-            },
-        ).fetchone()
+        return _ledger(conn, tenant_id, amount, kind=kind, job_id=job_id, note=note)
+
+
+def _ledger(
+    conn: Connection,
+    tenant_id: str | None,
+    amount: int,
+    *,
+    kind: Literal["grant", "debit"],
+    job_id: UUID | None,
+    note: str | None,
+) -> bool:
+    """The ledger insert, in a transaction already clamped to ``tenant_id``."""
+    row = conn.execute(
+        query("add_credits"),
+        {"tenant_id": tenant_id, "job_id": job_id, "kind": kind, "amount": amount, "note": note},
+    ).fetchone()
     return row is not None
 
 
