@@ -31,4 +31,5 @@ def given_up(job: Job, error: str) -> None:
 STAGES = [
     Stage("bell", handler=ring_handler, delivery="doorbell", on_give_up=given_up),
     Stage("plain_cron", handler=ring_handler),
+    Stage("rendered", handler=ring_handler, render_result=lambda output: {"shown": output}),
 ]

@@ -1,15 +1,30 @@
 """Stages for test_serve.py, loaded by the `fairqueue serve` subprocess (FAIRQUEUE_STAGES)."""
 
 import time
+from typing import Any
+
+import psycopg
 
 from fairqueue import Job, Stage
+from fairqueue.results import Result
 
 
 def slow(job: Job) -> None:
     time.sleep(1.0)
 
 
+def slow_hook(result: Result, conn: psycopg.Connection[Any]) -> None:
+    conn.execute("insert into public.hook_calls (job_id) values (%s)", (result.job_id,))
+    time.sleep(0.5)
+
+
 STAGES = [
     Stage("serve_bell", handler=lambda job: None, delivery="doorbell"),
     Stage("serve_slow", handler=slow, batch=4, concurrency=1, job_timeout_s=2),
+    Stage(
+        "serve_result",
+        handler=lambda job: {"n": 1},
+        render_result=lambda output: {"rendered": output["n"]},
+        after_result=slow_hook,
+    ),
 ]

@@ -138,6 +138,7 @@ def test_status_prints_a_header_and_a_row_per_type(
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split() == [
         "type",
+        "queued",
         "backlog",
         "scheduled",
         "running",
@@ -145,7 +146,12 @@ def test_status_prints_a_header_and_a_row_per_type(
         "failed",
         "done",
     ]
-    assert [line.split() for line in lines[1:]] == [["cli_echo", "3", "0", "0", "0", "0", "0"]]
+    assert [line.split() for line in lines[1:-1]] == [
+        ["cli_echo", "0", "3", "0", "0", "0", "0", "0"]
+    ]
+    assert lines[-1] == (
+        "results missing: 0 within the grace window, 0 under an hour, 0 under a day, 0 older"
+    )
 
 
 def tick(dsn: str) -> tuple[int, list[str]]:

@@ -73,6 +73,8 @@ def test_dedupe_is_per_tenant(conn) -> None:
         ("plain", ["not", "a", "dict"], {}, InvalidPayload, "must be a JSON object"),
         ("plain", {"x": {1, 2}}, {}, InvalidPayload, "not JSON-serializable"),
         ("plain", {"x": float("nan")}, {}, InvalidPayload, "not JSON-serializable"),
+        ("plain", {"x": ["ok", "a\x00b"]}, {}, InvalidPayload, "NUL character"),
+        ("plain", {"a\x00": 1}, {}, InvalidPayload, "NUL character"),
         ("plain", {}, {"run_after": datetime(2030, 1, 1)}, InvalidPayload, "timezone-aware"),
         ("plain", {}, {"tenant_id": ""}, InvalidPayload, "tenant_id"),
         ("plain", {}, {"max_attempts": 0}, InvalidPayload, "max_attempts"),

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-import serve_stages  # noqa: F401 - declares the stages' types in this process too
+import serve_stages  # declares the stages' types in this process too
 from fairqueue import connect, enqueue, ringing
 
 TESTS = Path(__file__).resolve().parent
@@ -33,12 +33,13 @@ def start(dsn: str, monkeypatch) -> Iterator[Callable[..., subprocess.Popen[str]
     ringing.use_doorbells(None)
     started: list[subprocess.Popen[str]] = []
 
-    def run(role: str) -> subprocess.Popen[str]:
+    def run(role: str, **extra_env: str) -> subprocess.Popen[str]:
         env = {
             **os.environ,
             "PYTHONPATH": str(TESTS),
             "FAIRQUEUE_DOORBELLS": "postgres",
             "FAIRQUEUE_STAGES": "serve_stages:STAGES",
+            **extra_env,
         }
         process = subprocess.Popen(
             [
@@ -119,4 +120,35 @@ def test_an_unknown_role_is_refused(dsn, capsys) -> None:
     from fairqueue.cli import main
 
     assert main(["--database-url", dsn, "serve", "--role", "everything"]) == 2
-    assert "must be one of cron, worker, sweeper, all" in capsys.readouterr().err
+    assert "must be one of cron, worker, sweeper, backstop, all" in capsys.readouterr().err
+
+
+def test_sigterm_mid_sweep_leaves_no_result_without_its_hook(start, dsn, conn) -> None:
+    from fairqueue.backstop import Backstop
+    from fairqueue.results import ResultSettings
+
+    conn.execute("create table public.hook_calls (job_id uuid)")
+    conn.execute("grant insert, select on public.hook_calls to public")
+    ids = {enqueue(conn, "serve_result", {"n": n}, tenant_id="t") for n in range(6)}
+    conn.execute(
+        "update fairqueue.jobs set status = 'done', output = '{\"n\": 1}',"
+        " finished_at = now() - interval '1 minute'"
+    )
+    process = start("backstop", FAIRQUEUE_RESULT_GRACE_S="0.2", FAIRQUEUE_RESULT_BATCH="2")
+
+    def hooks() -> list:
+        return [r["job_id"] for r in conn.execute("select job_id from public.hook_calls")]
+
+    wait_for(lambda: len(hooks()) >= 1)
+    process.send_signal(signal.SIGTERM)  # mid-batch: the batch's second hook is still sleeping
+    output, _ = process.communicate(timeout=20)
+    assert process.returncode == 0, output
+    results = conn.execute("select job_id, hook_fired_at from fairqueue.results").fetchall()
+    # It finished what it recorded: every row it wrote has had its hook, and it stopped there.
+    assert 2 <= len(results) < 6
+    assert all(r["hook_fired_at"] is not None for r in results)
+    assert sorted(hooks()) == sorted(r["job_id"] for r in results)
+    # What it left is the next sweep's, each result and hook once.
+    Backstop(dsn, serve_stages.STAGES, ResultSettings(grace_s=0.2)).sweep()
+    assert sorted(hooks()) == sorted(ids)
+    assert conn.execute("select count(*) as n from fairqueue.results").fetchone()["n"] == 6

@@ -73,7 +73,7 @@ def test_the_application_role_owns_nothing_and_cannot_bypass(conn) -> None:
         "select relname from pg_class where relnamespace = 'fairqueue'::regnamespace"
         " and relrowsecurity and relforcerowsecurity order by 1"
     ).fetchall()
-    assert [r["relname"] for r in forced] == ["credits", "groups", "jobs", "tenants"]
+    assert [r["relname"] for r in forced] == ["credits", "groups", "jobs", "results", "tenants"]
 
 
 def test_a_tenant_sees_and_updates_only_its_own_jobs(conn, app) -> None:
@@ -167,6 +167,11 @@ DOORS = {
     "stale_doorbells",
     "mark_rung",
     "stalled_lanes",
+    "claim_missing_results",
+    "due_result_hooks",
+    "trim_outputs",
+    "prune_jobs",
+    "missing_results",
 }
 
 

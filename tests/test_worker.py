@@ -231,6 +231,25 @@ def test_sweeper_function_fails_the_abandoned_and_publishes_the_backlog(
     assert '"Backlog":[1.0]' in out
 
 
+def test_backstop_function_saves_the_missing_results_and_reports_them(
+    load_function, conn, capsys
+) -> None:
+    backstop = load_function("backstop")
+    job_id = enqueue(conn, "rendered", {}, tenant_id="t")
+    conn.execute(
+        "update fairqueue.jobs set status = 'done', output = '{\"n\": 2}',"
+        " finished_at = now() - interval '10 minutes' where id = %s",
+        (job_id,),
+    )
+    answer = backstop.handler(scheduled_event(), LocalContext(timeout_s=60))
+    assert (answer["written"], answer["interrupted"]) == (1, False)
+    row = conn.execute("select body, saved_by from fairqueue.results").fetchone()
+    assert row == {"body": {"shown": {"n": 2}}, "saved_by": "worker"}
+    assert '"ResultsRescued":[1.0]' in capsys.readouterr().out
+    # A Lambda with less time left than the margin records nothing and says so.
+    assert backstop.handler(scheduled_event(), LocalContext(timeout_s=5))["interrupted"] is True
+
+
 def test_production_refuses_the_in_memory_doorbells_at_startup(load_function, monkeypatch) -> None:
     monkeypatch.setenv("FAIRQUEUE_ENV", "production")
     load_function("sweeper")  # sqs: fine

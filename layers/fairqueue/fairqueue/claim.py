@@ -8,11 +8,13 @@ under it: an invocation that lost its job to a rescue changes nothing.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
+
+from psycopg.types.json import Jsonb
 
 from .db import Connection
 from .plans import PLANS, Plans
@@ -31,6 +33,10 @@ class ClaimedJob:
     max_attempts: int
     lane: str | None = None
     delta_of: UUID | None = None
+    # Held upstream work that this job starts before its handler runs (None: none).
+    upstream_id: str | None = None
+    released: bool = False
+    release_tries: int = 0
 
     @property
     def holds_a_lane(self) -> bool:
@@ -49,7 +55,14 @@ class ClaimedJob:
             max_attempts=row["max_attempts"],
             lane=row.get("lane"),
             delta_of=row.get("delta_of"),
+            upstream_id=row.get("upstream_id"),
+            released=bool(row.get("released")),
+            release_tries=row.get("release_tries", 0),
         )
+
+    @property
+    def awaits_release(self) -> bool:
+        return self.upstream_id is not None and not self.released
 
 
 # Candidates read per claim, as a multiple of the batch, so rows another claimer holds can be
@@ -118,9 +131,18 @@ def has_claimable(conn: Connection, job_type: str) -> bool:
     return bool(row and row["claimable"])
 
 
-def complete_many(conn: Connection, job_ids: list[UUID], locked_by: str) -> set[UUID]:
-    """Mark done; returns the ids that were still this claimer's."""
-    rows = conn.execute(query("complete_many"), {"ids": job_ids, "locked_by": locked_by}).fetchall()
+def complete_many(
+    conn: Connection,
+    job_ids: list[UUID],
+    locked_by: str,
+    outputs: Mapping[UUID, dict[str, Any] | None] | None = None,
+) -> set[UUID]:
+    """Mark done, each with its output; returns the ids that were still this claimer's."""
+    given = outputs or {}
+    stored = [None if given.get(i) is None else Jsonb(given[i]) for i in job_ids]
+    rows = conn.execute(
+        query("complete_many"), {"ids": job_ids, "outputs": stored, "locked_by": locked_by}
+    ).fetchall()
     return {row["id"] for row in rows}
 
 

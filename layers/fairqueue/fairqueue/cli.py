@@ -9,21 +9,24 @@ import signal
 import sys
 import threading
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from . import cron, local, serve
+from . import api, cron, local, serve
+from .backstop import Backstop
 from .db import Connection, connect
 from .embedded import embedded_dsn
 from .errors import DatabaseUnavailable, FairqueueError
-from .example import seed_workload
+from .example import STAGES, TENANTS, play_clients, seed_workload
 from .jobs import enqueue
+from .lanes import lane_history
 from .migrate import migrate
 from .plans import PLANS
+from .results import ResultSettings, results_by_writer
 from .runs import RunRow, get_run, recent_runs
-from .status import open_jobs, queue_status
+from .status import missing_results, open_jobs, queue_status
 
 EMBEDDED_DATA_DIR = Path(".pgdata")
 
@@ -114,6 +117,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         if drained:
             with connect(dsn) as conn:
                 print_status(conn)
+            if example:
+                with connect(dsn, autocommit=True) as conn:
+                    print_lanes(conn)
+                    show_results(conn, dsn)
             return 0
         _sleep_unless_stopped(args.interval)
 
@@ -156,12 +163,62 @@ def print_run(run: RunRow) -> None:
 
 def print_status(conn: Any) -> None:
     rows = queue_status(conn)
-    header = ("type", "backlog", "scheduled", "running", "stuck", "failed", "done")
-    print("{:<12} {:>7} {:>9} {:>7} {:>5} {:>6} {:>6}".format(*header))
+    header = ("type", "queued", "backlog", "scheduled", "running", "stuck", "failed", "done")
+    print("{:<12} {:>6} {:>7} {:>9} {:>7} {:>5} {:>6} {:>6}".format(*header))
     for r in rows:
         print(
-            f"{r.type:<12} {r.backlog:>7} {r.scheduled:>9} {r.running:>7} {r.stuck:>5}"
-            f" {r.failed:>6} {r.done:>6}"
+            f"{r.type:<12} {r.queued:>6} {r.backlog:>7} {r.scheduled:>9} {r.running:>7}"
+            f" {r.stuck:>5} {r.failed:>6} {r.done:>6}"
+        )
+    missing = missing_results(conn, grace_s=ResultSettings.from_env().grace_s)
+    print(
+        f"results missing: {missing.within_grace} within the grace window,"
+        f" {missing.under_an_hour} under an hour, {missing.under_a_day} under a day,"
+        f" {missing.older} older"
+    )
+
+
+# The demo waits this long for a client before its backstop sweep rescues a result.
+DEMO_RESULT_GRACE_S = 2.0
+
+
+def show_results(conn: Connection, dsn: str) -> None:
+    """The example's summaries: the watching client saves its results, the backstop rescues
+    the rest once the grace window has passed."""
+    saved = play_clients(conn)
+    print(f"\nthe watching client saved {saved} summary results; the others wait for the backstop")
+    _sleep_unless_stopped(DEMO_RESULT_GRACE_S + 0.5)
+    swept = Backstop(dsn, STAGES, ResultSettings(grace_s=DEMO_RESULT_GRACE_S)).sweep()
+    if swept is not None:
+        print(f"the backstop sweep rescued {swept.written} after {DEMO_RESULT_GRACE_S:.0f} s")
+    print("{:<8} {:>7} {:>7}".format("tenant", "client", "worker"))
+    owners: list[str | None] = [*TENANTS, None]
+    for tenant in owners:
+        counts = results_by_writer(conn, tenant, "summarize")
+        name = tenant or "(system)"
+        print(f"{name:<8} {counts.get('client', 0):>7} {counts.get('worker', 0):>7}")
+
+
+def print_lanes(conn: Connection) -> None:
+    """The example's admitted analyses: each user's clicks ran one at a time, in click order."""
+    rows = [row for tenant in TENANTS for row in lane_history(conn, tenant, "analyze")]
+    if not rows:
+        return
+    origin = min(row["created_at"] for row in rows)
+
+    def offset(at: datetime | None) -> str:
+        return f"+{(at - origin).total_seconds():.3f}s" if at else "-"
+
+    print("\nanalyses, one lane per user (times from the first click)")
+    print(
+        "{:<8} {:<20} {:>10} {:>10} {:>10}  {}".format(
+            "lane", "document", "clicked", "started", "finished", "status"
+        )
+    )
+    for row in sorted(rows, key=lambda r: (r["started_at"] or r["created_at"], r["id"])):
+        print(
+            f"{row['lane']:<8} {row['payload']['doc']:<20} {offset(row['created_at']):>10}"
+            f" {offset(row['started_at']):>10} {offset(row['finished_at']):>10}  {row['status']}"
         )
 
 
@@ -189,6 +246,18 @@ def cmd_serve(args: argparse.Namespace) -> int:
         sweep_interval_s=args.sweep_interval,
     )
     return 0 if ok else 1
+
+
+def cmd_token(args: argparse.Namespace) -> int:
+    token = api.mint_token(
+        api.api_secret(),
+        tenant_id=args.tenant,
+        lane=args.lane,
+        ttl_s=args.ttl,
+        names=api.ClaimNames.from_env(),
+    )
+    print(token)
+    return 0
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -238,12 +307,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-seed", action="store_true", help="do not enqueue the example workload")
     p.set_defaults(func=cmd_run)
 
-    p = sub.add_parser("serve", help="run the cron, worker and sweeper roles as one process")
-    p.add_argument("--role", help="cron, worker, sweeper or all (default FAIRQUEUE_ROLE, else all)")
+    p = sub.add_parser("serve", help="run the cron, worker, sweeper and API roles as one process")
+    p.add_argument(
+        "--role",
+        help="cron, worker, sweeper, api or all (default FAIRQUEUE_ROLE, else all; all includes"
+        " api when FAIRQUEUE_API_SECRET is set)",
+    )
     p.add_argument("--stages", help="module:attribute of the stage list (FAIRQUEUE_STAGES)")
     p.add_argument("--cron-interval", type=float, default=serve.CRON_INTERVAL_S, help="seconds")
     p.add_argument("--sweep-interval", type=float, default=serve.SWEEP_INTERVAL_S, help="seconds")
     p.set_defaults(func=cmd_serve)
+
+    p = sub.add_parser("token", help="print a token for the local API (FAIRQUEUE_API_SECRET)")
+    p.add_argument("--tenant", required=True, help="the tenant the token acts for")
+    p.add_argument("--lane", required=True, help="the caller's lane")
+    p.add_argument("--ttl", type=int, default=api.DEFAULT_TOKEN_TTL_S, help="seconds it is valid")
+    p.set_defaults(func=cmd_token)
 
     sub.add_parser("status", help="backlog, stuck and failed per type").set_defaults(
         func=cmd_status

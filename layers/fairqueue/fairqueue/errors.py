@@ -31,3 +31,19 @@ class UnknownPlan(FairqueueError):
 
 class UnknownQuota(FairqueueError):
     """A quota name with no row in the quotas table."""
+
+
+class DuplicateJob(FairqueueError):
+    """An open job of the tenant already has the dedupe key."""
+
+
+class UnknownJob(FairqueueError):
+    """A job id that does not exist, or belongs to another tenant or lane."""
+
+
+class UpstreamRejected(FairqueueError):
+    """The upstream service refused the work as invalid: an error of the caller's input."""
+
+
+class UpstreamUnavailable(FairqueueError):
+    """The upstream service could not be reached or failed; the same call may work later."""

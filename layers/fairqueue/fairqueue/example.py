@@ -9,9 +9,16 @@ Read top to bottom, it shows every rule of the pipeline:
   the quota at its reserve stops with ``quota_reserve``. It is last in the list, so the
   cheaper stages ahead of it finish what exists before more is started.
 - ``summarize`` is paid work: it costs credits, and a summary that can never succeed is
-  refunded by its give-up hook, which enqueues a ``refund``.
+  refunded by its give-up hook, which enqueues a ``refund``. Its output becomes a result a
+  person reads: the watching client saves it (``play_clients``), and the backstop sweep
+  rescues the rest once the grace window has passed (``render_summary`` either way).
 - ``refund`` is first: money owed back goes before anything else. It is a doorbell stage: each
   refund rings a doorbell, so a worker can start it within seconds.
+- ``analyze`` is admitted work (``fairqueue.lanes.admit``): a user's clicks are all accepted
+  at once, each paying the stage's credits and checked by the analysis service, which holds
+  the work; then they run one at a time per user, in the order clicked, each starting its held
+  work when it holds the lane. The service is ``FAIRQUEUE_UPSTREAM_URL`` when set, else an
+  in-process stand-in that production refuses.
 
 Everything a handler does follows from its payload, and ``seed_workload`` draws payloads from
 a seeded generator, so a run with the same seed does the same work.
@@ -20,17 +27,23 @@ a seeded generator, so a run with the same seed does the same work.
 from __future__ import annotations
 
 import logging
+import os
 import random
 from datetime import timedelta
+from typing import Any
 
 from pydantic import BaseModel, Field
 
 from .db import Connection
+from .errors import UpstreamRejected
 from .jobs import enqueue
+from .lanes import add_credits, admit
 from .quotas import define_quota
+from .results import finished_without_result, save_result
 from .stage import Job, Stage
 from .status import open_jobs
 from .tenants import set_plan
+from .upstream import InProcessUpstream, Upstream, upstream_from_env
 
 log = logging.getLogger("fairqueue.example")
 
@@ -56,6 +69,11 @@ class SummarizePayload(BaseModel):
     result: int = Field(ge=0)
     credits: int = Field(ge=1)
     unsummarizable: bool = False
+
+
+class AnalysisPayload(BaseModel):
+    doc: str = Field(min_length=1)
+    pages: int = Field(ge=1, le=1000)
 
 
 class RefundPayload(BaseModel):
@@ -92,10 +110,62 @@ def search(job: Job) -> None:
         )
 
 
-def summarize(job: Job) -> None:
+def summarize(job: Job) -> dict[str, Any]:
     payload = SummarizePayload.model_validate(job.payload)
     if payload.unsummarizable:
         raise ValueError(f"{payload.doc}#{payload.result}: nothing to summarize")
+    # The output: what the summary's result is rendered from, by the client or the backstop.
+    return {"doc": payload.doc, "result": payload.result, "sentences": 1 + payload.result % 3}
+
+
+def render_summary(output: dict[str, Any]) -> dict[str, Any]:
+    """The result a person reads; the client renders it the same way when it is watching."""
+    sentences = output["sentences"]
+    return {
+        "title": f"Summary of {output['doc']}, result {output['result']}",
+        "text": f"{sentences} sentence{'s' if sentences > 1 else ''} worth keeping.",
+    }
+
+
+# Users who have the app open in the demo: their client saves the results it sees finish.
+WATCHING = frozenset({"acme"})
+
+
+def play_clients(conn: Connection) -> int:
+    """The demo's watching clients: save the results of their finished summaries; how many.
+
+    The other tenants' results are left for the backstop sweep to rescue.
+    """
+    saved = 0
+    for tenant in sorted(WATCHING):
+        for job in finished_without_result(conn, tenant, "summarize"):
+            save_result(conn, job["id"], render_summary(job["output"]), tenant_id=tenant)
+            saved += 1
+    return saved
+
+
+MAX_ANALYSIS_PAGES = 200
+
+
+def check_analysis(job_type: str, payload: dict[str, Any]) -> None:
+    """The stand-in service's own validation: a limit the payload model does not know."""
+    if payload["pages"] > MAX_ANALYSIS_PAGES:
+        raise UpstreamRejected(
+            f"{job_type}: {payload['pages']} pages is over the service's limit of "
+            f"{MAX_ANALYSIS_PAGES}"
+        )
+
+
+def analysis_service() -> Upstream:
+    if os.environ.get("FAIRQUEUE_UPSTREAM_URL"):
+        return upstream_from_env()
+    return InProcessUpstream(validate=check_analysis)
+
+
+def analyze(job: Job) -> None:
+    # The service started the held work when this job took the lane (just before this call).
+    payload = AnalysisPayload.model_validate(job.payload)
+    log.info("analysis of %s (%d pages) started for %s", payload.doc, payload.pages, job.tenant_id)
 
 
 def refund_summary(job: Job, error: str) -> None:
@@ -114,6 +184,18 @@ STAGES = [
     # Refunds ring a doorbell: a worker pays them back within seconds of the give-up; the
     # cron pipeline drains any whose doorbell went missing.
     Stage("refund", batch=50, handler=refund, payload_model=RefundPayload, delivery="doorbell"),
+    # Users wait on their analyses, so they come before the background stages.
+    Stage(
+        "analyze",
+        batch=10,
+        concurrency=5,
+        handler=analyze,
+        payload_model=AnalysisPayload,
+        credit_cost=2,
+        upstream=analysis_service(),
+        clients_may_admit=True,
+        delivery="doorbell",
+    ),
     Stage(
         "summarize",
         batch=10,
@@ -123,6 +205,7 @@ STAGES = [
         max_attempts=2,
         backoff_unit_s=2,
         on_give_up=refund_summary,
+        render_result=render_summary,
     ),
     Stage(
         "ingest",
@@ -143,6 +226,8 @@ STAGES = [
 ]
 
 TENANTS = {"acme": "team", "globex": "pro", "initech": "free"}
+# One enthusiastic user clicks five times; two others click once or twice.
+CLICKS = [("acme", "ada")] * 5 + [("globex", "grace")] * 2 + [("initech", "ivan")]
 
 
 def seed_workload(
@@ -154,7 +239,8 @@ def seed_workload(
     quota_period: timedelta = timedelta(seconds=20),
     quota_reserve: int = 5,
 ) -> int:
-    """Enqueue the example workload if the queue holds no open work; returns jobs enqueued.
+    """Enqueue the example workload if the queue holds no open work; returns the documents
+    enqueued (the users' admitted analyses come on top).
 
     Needs an autocommit connection: the workload spans tenants, and one transaction works for
     one tenant.
@@ -171,6 +257,16 @@ def seed_workload(
     )
     for tenant, plan in TENANTS.items():
         set_plan(conn, tenant, plan)
+    for tenant in TENANTS:
+        add_credits(conn, tenant, 20, note="example grant")
+    for click, (tenant, user) in enumerate(CLICKS, start=1):
+        admit(
+            conn,
+            user,
+            "analyze",
+            {"doc": f"{user}-report-{click}", "pages": rng.randint(1, MAX_ANALYSIS_PAGES)},
+            tenant_id=tenant,
+        )
     owners: list[str | None] = [*TENANTS, None]
     # A skewed mix: most documents come from one busy group.
     groups = ["busy", "steady", "quiet"]

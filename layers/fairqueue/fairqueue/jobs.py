@@ -55,6 +55,27 @@ def validate_payload(stage: Stage, payload: Any) -> dict[str, Any]:
     return payload
 
 
+def storable_json(document: Any, what: str) -> str:
+    """``document`` as compact JSON that a jsonb column accepts, or InvalidPayload saying why."""
+    try:
+        encoded = json.dumps(document, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise InvalidPayload(f"{what} is not JSON-serializable: {exc}") from exc
+    if _holds_nul(document):
+        raise InvalidPayload(f"{what} holds a NUL character (\\u0000), which jsonb cannot store")
+    return encoded
+
+
+def _holds_nul(value: Any) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_holds_nul(k) or _holds_nul(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_holds_nul(item) for item in value)
+    return False
+
+
 @dataclass(frozen=True)
 class PreparedJob:
     """A job checked and ready to insert."""
@@ -88,10 +109,7 @@ def prepare(
             f"(known types: {known})"
         )
     validate_payload(stage, payload)
-    try:
-        encoded = json.dumps(payload, separators=(",", ":"), allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise InvalidPayload(f"{job_type}: the payload is not JSON-serializable: {exc}") from exc
+    encoded = storable_json(payload, f"{job_type}: the payload")
     limit = max_payload_bytes()
     size = len(encoded.encode("utf-8"))
     if size > limit:
@@ -176,20 +194,29 @@ def enqueue(
     )
     with tenant_scope(conn, tenant_id):
         job_id = insert(conn, prepared)
-    bell = doorbell_for(prepared, job_id)
-    if bell is not None:
-
-        def ring() -> None:
-            ringing.ring(conn, [bell])
-
-        # Rung once the row is committed; where that cannot be known, the sweep rings it.
-        after_commit(conn, ring)
+    ring_when_committed(conn, doorbell_for(prepared, job_id))
     return job_id
 
 
 def doorbell_for(job: PreparedJob, job_id: UUID | None) -> Doorbell | None:
     """The doorbell an inserted job of a doorbell stage rings once committed."""
-    stage = known_stage(job.type)
-    if job_id is None or stage is None or stage.delivery != "doorbell":
+    return None if job_id is None else doorbell_of(job.type, job.tenant_id, job_id)
+
+
+def doorbell_of(job_type: str, tenant_id: str | None, job_id: UUID) -> Doorbell | None:
+    """The doorbell a job rings when it becomes pending, if its stage is a doorbell stage."""
+    stage = known_stage(job_type)
+    if stage is None or stage.delivery != "doorbell":
         return None
-    return Doorbell(job_id=job_id, tenant_id=job.tenant_id)
+    return Doorbell(job_id=job_id, tenant_id=tenant_id)
+
+
+def ring_when_committed(conn: Connection, bell: Doorbell | None) -> None:
+    """Ring once the row is committed; where that cannot be known, the sweep rings it."""
+    if bell is None:
+        return
+
+    def ring() -> None:
+        ringing.ring(conn, [bell])
+
+    after_commit(conn, ring)

@@ -11,14 +11,15 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from typing import Any, Final, Literal
-from uuid import UUID
+from uuid import UUID, uuid4
 
 from psycopg.types.json import Jsonb
 
 from .db import Connection
-from .errors import FairqueueError, InvalidPayload
-from .jobs import prepare
+from .errors import DuplicateJob, FairqueueError, InvalidPayload, UnknownJob
+from .jobs import doorbell_of, prepare, ring_when_committed
 from .queries import query
+from .stage import known_stage
 from .tenancy import tenant_scope
 
 # The classid of the two-key advisory lock form: lane locks live in a key space of their own.
@@ -55,31 +56,55 @@ def admit(
     payload: dict[str, Any],
     *,
     tenant_id: str | None,
-    cost: int = 0,
+    cost: int | None = None,
     delta_of: UUID | None = None,
     group_id: str | None = None,
     dedupe_key: str | None = None,
 ) -> Admission:
-    """Admit a job into a lane, or raise the error the click deserves; nothing lands then."""
+    """Admit a job into a lane, or raise the error the click deserves; nothing lands then.
+
+    ``cost`` defaults to the stage's ``credit_cost``. A stage with an ``upstream`` creates its
+    held work here, under the lock, so the upstream's validation is an admission error.
+    Raises InvalidPayload, UnknownJobType, PayloadTooLarge, InsufficientCredit, UnknownJob (a
+    ``delta_of`` not in this lane), DuplicateJob, UpstreamRejected, UpstreamUnavailable.
+    """
     if not isinstance(lane, str) or not lane:
         raise InvalidPayload(f"{job_type}: the lane must be a non-empty string")
-    if isinstance(cost, bool) or not isinstance(cost, int) or cost < 0:
-        raise InvalidPayload(f"{job_type}: the credit cost must be a whole number >= 0")
     prepared = prepare(
         job_type, payload, tenant_id=tenant_id, group_id=group_id, dedupe_key=dedupe_key
     )
+    stage = known_stage(job_type)
+    assert stage is not None, "prepare() refuses unknown types"
+    charge = stage.credit_cost if cost is None else cost
+    if isinstance(charge, bool) or not isinstance(charge, int) or charge < 0:
+        raise InvalidPayload(f"{job_type}: the credit cost must be a whole number >= 0")
+    job_id = uuid4()
     with tenant_scope(conn, tenant_id):
         lock_lane(conn, tenant_id, lane)
-        if cost:
+        if (
+            delta_of is not None
+            and not _one(
+                conn, "delta_target", {"id": delta_of, "tenant_id": tenant_id, "lane": lane}
+            )["found"]
+        ):
+            raise UnknownJob(f"{job_type}: no job {delta_of} in this lane to re-check")
+        if charge:
             available = int(_one(conn, "credit_balance", {})["balance"])
-            if available < cost:
+            if available < charge:
                 raise InsufficientCredit(
-                    f"{job_type} costs {cost} credits; the balance is {available}"
+                    f"{job_type} costs {charge} credits; the balance is {available}"
                 )
-        busy = delta_of is None and _one(conn, "lane_busy", {"lane": lane})["busy"]
+        busy = (
+            delta_of is None
+            and _one(conn, "lane_busy", {"tenant_id": tenant_id, "lane": lane})["busy"]
+        )
+        upstream_id = None
+        if stage.upstream is not None:
+            upstream_id = stage.upstream.create(job_type, prepared.payload, key=str(job_id))
         row = conn.execute(
             query("admit_job"),
             {
+                "id": job_id,
                 "type": prepared.type,
                 "payload": Jsonb(prepared.payload),
                 "tenant_id": tenant_id,
@@ -88,16 +113,19 @@ def admit(
                 "max_attempts": prepared.max_attempts,
                 "lane": lane,
                 "delta_of": delta_of,
-                "cost": cost,
+                "cost": charge,
+                "upstream_id": upstream_id,
                 "status": "queued" if busy else "pending",
             },
         ).fetchone()
         if row is None:
-            raise InvalidPayload(f"{job_type}: an open job of this tenant has that dedupe key")
-        job_id: UUID = row["id"]
-        if cost:
-            _ledger(conn, tenant_id, -cost, kind="debit", job_id=job_id, note=None)
+            # The held work created above is never released, so it never starts.
+            raise DuplicateJob(f"{job_type}: an open job of this tenant has that dedupe key")
+        if charge:
+            _ledger(conn, tenant_id, -charge, kind="debit", job_id=job_id, note=None)
         place = 1 if delta_of is not None else _one(conn, "lane_place", {"id": job_id})["place"]
+    if row["status"] == "pending":
+        ring_when_committed(conn, doorbell_of(job_type, tenant_id, job_id))
     return Admission(job_id=job_id, status=row["status"], place=place)
 
 
@@ -111,17 +139,28 @@ def promote_next(conn: Connection, tenant_id: str | None, lane: str) -> UUID | N
     """Start the lane's next queued job if nothing holds the lane; its id, or None."""
     with tenant_scope(conn, tenant_id):
         lock_lane(conn, tenant_id, lane)
-        row = conn.execute(query("promote_next"), {"lane": lane}).fetchone()
+        row = conn.execute(query("promote_next"), {"tenant_id": tenant_id, "lane": lane}).fetchone()
     if row is None:
         return None
     promoted: UUID = row["id"]
+    # A doorbell stage's promoted job starts within seconds, which is when its held upstream
+    # work is released (by the claim, before the handler runs).
+    ring_when_committed(conn, doorbell_of(row["type"], tenant_id, promoted))
     return promoted
 
 
 def lane_jobs(conn: Connection, tenant_id: str | None, lane: str) -> list[dict[str, Any]]:
     """The lane's open jobs in order: the one holding it, then the queue (deltas last)."""
     with tenant_scope(conn, tenant_id):
-        return conn.execute(query("lane_jobs"), {"lane": lane}).fetchall()
+        return conn.execute(query("lane_jobs"), {"tenant_id": tenant_id, "lane": lane}).fetchall()
+
+
+def lane_history(conn: Connection, tenant_id: str | None, job_type: str) -> list[dict[str, Any]]:
+    """A type's lane jobs of one tenant, finished ones too, lane by lane in admission order."""
+    with tenant_scope(conn, tenant_id):
+        return conn.execute(
+            query("lane_history"), {"tenant_id": tenant_id, "type": job_type}
+        ).fetchall()
 
 
 def add_credits(

@@ -25,11 +25,12 @@ from uuid import UUID
 import psycopg
 from pydantic import ValidationError
 
-from . import claim, jobs, lanes, quotas, ringing
+from . import claim, jobs, lanes, quotas, ringing, upstream
 from .db import Connection, connect
 from .doorbells import Doorbell
 from .errors import DatabaseUnavailable
 from .plans import PLANS, Plans
+from .results import check_body
 from .runs import RunTally, StageTally, StopReason, close_run, open_run
 from .stage import Defer, Job, Stage
 from .tenancy import TenantMismatch, tenant_transaction, tenants_transaction
@@ -43,6 +44,10 @@ DEFAULT_MARGIN_S = 15.0
 
 class NotStarted(Exception):
     """A claimed job whose handler a stop request kept from starting."""
+
+
+class ReleaseFailed(Exception):
+    """A claimed job's held upstream work could not be started; its handler did not run."""
 
 
 class LambdaContextLike(Protocol):
@@ -204,37 +209,59 @@ class Pipeline:
         with ThreadPoolExecutor(
             max_workers=min(stage.concurrency, len(batch)), thread_name_prefix=f"fq-{stage.name}"
         ) as pool:
-            futures: dict[Future[None], claim.ClaimedJob] = {
+            futures: dict[Future[dict[str, Any] | None], claim.ClaimedJob] = {
                 pool.submit(self.call_handler, stage, job): job for job in batch
             }
             succeeded: list[claim.ClaimedJob] = []
+            outputs: dict[UUID, dict[str, Any] | None] = {}
             not_started: list[claim.ClaimedJob] = []
             for future in as_completed(futures):
                 error = future.exception()
                 if error is None:
                     succeeded.append(futures[future])
+                    outputs[futures[future].id] = future.result()
                 elif isinstance(error, NotStarted):
                     not_started.append(futures[future])
                 else:
                     self.finalize_failure(stage, futures[future], error, tally)
-        self.complete_batch(succeeded, tally)
+        self.complete_batch(succeeded, outputs, tally)
         self.release(not_started, tally)
         elapsed = time.monotonic() - started
         tally.seconds += elapsed
         self.longest_batch[stage.name] = max(self.longest_batch.get(stage.name, 0.0), elapsed)
 
-    def call_handler(self, stage: Stage, claimed: claim.ClaimedJob) -> None:
+    def call_handler(self, stage: Stage, claimed: claim.ClaimedJob) -> dict[str, Any] | None:
         if self.stop is not None and self.stop.is_set():
             raise NotStarted
         if stage.payload_model is not None:
             stage.payload_model.model_validate(claimed.payload)
+        if claimed.awaits_release:
+            self.release_upstream(stage, claimed)
         # The handler reads and writes application data under its job's tenant clamp; what it
         # writes commits when it returns, and rolls back when it raises.
         with (
             self.db.handler_connection() as conn,
             tenant_transaction(conn, claimed.tenant_id),
         ):
-            stage.handler(self.job_for(stage, claimed, conn))
+            output = stage.handler(self.job_for(stage, claimed, conn))
+            # Checked inside the transaction: an output that cannot be stored is a failure.
+            return None if output is None else check_body(output, f"{stage.name}'s output")
+
+    def release_upstream(self, stage: Stage, claimed: claim.ClaimedJob) -> None:
+        """Start the job's held upstream work, recorded in a commit of its own before the
+        handler runs; a failure is the job's ReleaseFailed, not one of its attempts."""
+        assert claimed.upstream_id is not None
+        if stage.upstream is None:
+            raise ReleaseFailed(f"stage {stage.name} has no upstream to release held work with")
+        try:
+            stage.upstream.release(claimed.upstream_id)
+        except Exception as exc:
+            raise ReleaseFailed(describe(exc)) from exc
+        with (
+            self.db.handler_connection() as conn,
+            tenant_transaction(conn, claimed.tenant_id),
+        ):
+            upstream.mark_released(conn, claimed.id)
 
     def job_for(
         self, stage: Stage, claimed: claim.ClaimedJob, conn: Connection | None = None
@@ -271,7 +298,12 @@ class Pipeline:
             _follow_up=follow_up,
         )
 
-    def complete_batch(self, succeeded: list[claim.ClaimedJob], tally: StageTally) -> None:
+    def complete_batch(
+        self,
+        succeeded: list[claim.ClaimedJob],
+        outputs: dict[UUID, dict[str, Any] | None],
+        tally: StageTally,
+    ) -> None:
         """Mark a batch's successes done in one transaction, with their follow-ups.
 
         One commit per batch rather than per job; a run that dies before it leaves those jobs
@@ -287,7 +319,7 @@ class Pipeline:
             with tenants_transaction(conn) as clamp:
                 for tenant_id, job_ids in grouped.items():
                     clamp(tenant_id)
-                    held = claim.complete_many(conn, job_ids, self.locked_by)
+                    held = claim.complete_many(conn, job_ids, self.locked_by, outputs)
                     for job_id in held:
                         bells.extend(self.insert_follow_ups(conn, follow_ups[job_id]))
                     done += len(held)
@@ -343,6 +375,10 @@ class Pipeline:
             if isinstance(error, Defer):
                 held = claim.defer(conn, job.id, self.locked_by, error.until)
                 outcome = "deferred"
+            elif isinstance(error, ReleaseFailed):
+                status = upstream.release_failed(conn, stage, job, self.locked_by, str(error))
+                held = status is not None
+                outcome = "failed" if status == "failed" else "release_retried"
             elif isinstance(error, ValidationError):
                 reason = f"payload no longer fits the stage's model: {error}"
                 held = claim.fail_now(conn, job.id, self.locked_by, reason)
@@ -364,6 +400,8 @@ class Pipeline:
             return
         if outcome == "deferred":
             tally.deferred += 1
+        elif outcome == "release_retried":
+            tally.release_retries += 1
         elif outcome == "retried":
             tally.retried += 1
         else:

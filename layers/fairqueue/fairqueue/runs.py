@@ -33,6 +33,7 @@ class StageTally:
     deferred: int = 0
     lost: int = 0
     released: int = 0
+    release_retries: int = 0
     units: int = 0
     seconds: float = 0.0
 

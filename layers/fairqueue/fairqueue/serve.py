@@ -1,22 +1,28 @@
 """One process, many roles: the same code paths as the Lambda functions, for running elsewhere.
 
-``fairqueue serve --role cron|worker|sweeper|all`` (or ``FAIRQUEUE_ROLE``). Each role is a loop
-in a thread; a stop request (SIGTERM, Ctrl-C) lets each finish what it is doing: the cron run
-finishes its batch in flight, gives back what it claimed but had not started, and closes its
-run row; the worker finishes the doorbells it took.
+``fairqueue serve --role cron|worker|sweeper|backstop|api|all`` (or ``FAIRQUEUE_ROLE``). Each
+role is a loop in a thread; a stop request (SIGTERM, Ctrl-C) lets each finish what it is doing:
+the cron run finishes its batch in flight, gives back what it claimed but had not started, and
+closes its run row; the worker finishes the doorbells it took; the backstop finishes the batch
+of results it recorded, hooks included; the API answers the requests in flight. The backstop
+has a thread of its own so that the sweeper's lease recovery never waits behind a slow hook.
+``all`` includes the API only when ``FAIRQUEUE_API_SECRET`` is set: without it, it could not
+verify a token.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Final
 
 import boto3
 
-from . import ringing
+from . import api, ringing
+from .backstop import Backstop
 from .doorbells import Doorbell, InvalidDoorbell, MemoryDoorbells, PostgresListener
 from .errors import ConfigurationError
 from .pipeline import run_pipeline
@@ -26,7 +32,7 @@ from .worker import ring_all
 
 log = logging.getLogger("fairqueue.serve")
 
-ROLES: Final = ("cron", "worker", "sweeper", "all")
+ROLES: Final = ("cron", "worker", "sweeper", "backstop", "all", "api")
 CRON_INTERVAL_S: Final = 300.0
 SWEEP_INTERVAL_S: Final = 60.0
 # How long a worker waits for doorbells before it looks at the stop flag again.
@@ -38,7 +44,13 @@ def roles_of(role: str) -> list[str]:
         raise ConfigurationError(
             f"--role (FAIRQUEUE_ROLE) must be one of {', '.join(ROLES)}; got {role!r}"
         )
-    return ["cron", "worker", "sweeper"] if role == "all" else [role]
+    if role == "api":
+        api.api_secret()  # refuses to start without a usable secret
+    if role == "all":
+        # The API joins only when it has a secret to verify its tokens with.
+        with_api = bool(os.environ.get(api.SIGNING_KEY_ENV))
+        return ["cron", "worker", "sweeper", "backstop", *(["api"] if with_api else [])]
+    return [role]
 
 
 def serve(
@@ -53,15 +65,24 @@ def serve(
     """Run the role's loops until ``stop`` is set; returns once each has wound down, True when
     none of them stopped on an error."""
     ringing.check_configuration()
+    roles = roles_of(role)
     loops: dict[str, Callable[[], None]] = {
         "cron": lambda: _every(cron_interval_s, stop, lambda: _cron(dsn, stages, stop)),
         "sweeper": lambda: _every(sweep_interval_s, stop, lambda: _sweep(dsn, stages)),
         "worker": lambda: _work(dsn, stages, stop),
     }
+    if "backstop" in roles:
+        backstop = Backstop(dsn, stages)  # settings are read (and checked) before any start
+        loops["backstop"] = lambda: _every(sweep_interval_s, stop, lambda: _rescue(backstop, stop))
+    if "api" in roles:
+        # Listening before any thread starts: a taken port or a bad secret stops the start.
+        server = api.ApiServer(api.api_address(), dsn, secret=api.api_secret())
+        print(f"fairqueue serve: the API listens on {server.url}", file=sys.stderr, flush=True)
+        loops["api"] = lambda: _answer(server, stop)
     failed: list[str] = []
     threads = [
         threading.Thread(target=_guarded(name, loops[name], stop, failed), name=f"fq-{name}")
-        for name in roles_of(role)
+        for name in roles
     ]
     for thread in threads:
         thread.start()
@@ -101,10 +122,24 @@ def _sweep(dsn: str, stages: Sequence[Stage]) -> None:
     log.info("sweep %s: %d republished", result.run_id, result.republished)
 
 
+def _rescue(backstop: Backstop, stop: threading.Event) -> None:
+    result = backstop.sweep(stop)
+    if result is not None:
+        log.info("backstop: %d results written, %d hooks fired", result.written, result.hooks_fired)
+
+
 def _work(dsn: str, stages: Sequence[Stage], stop: threading.Event) -> None:
     for doorbells in _doorbell_batches(dsn, stop):
         if doorbells:
             ring_all(dsn, stages, doorbells)
+
+
+def _answer(server: api.ApiServer, stop: threading.Event) -> None:
+    """Serve requests until a stop is requested; closing waits for those in flight."""
+    server.timeout = POLL_S
+    with server:
+        while not stop.is_set():
+            server.handle_request()
 
 
 def _doorbell_batches(dsn: str, stop: threading.Event) -> Iterator[list[Doorbell]]:

@@ -6,13 +6,17 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 from uuid import UUID
 
 from pydantic import BaseModel
 
 from .db import Connection
 from .errors import ConfigurationError
+from .upstream import Upstream
+
+if TYPE_CHECKING:
+    from .results import Result
 
 
 class Defer(Exception):
@@ -62,7 +66,11 @@ class Job:
         self._follow_up(job_type, payload, **options)
 
 
-Handler = Callable[[Job], None]
+# A handler's return value is its job's output (a JSON object, or None for none), stored on the
+# job when it is marked done; a stage's render_result turns it into the job's result.
+Handler = Callable[[Job], dict[str, Any] | None]
+RenderResult = Callable[[dict[str, Any]], dict[str, Any]]
+ResultHook = Callable[["Result", Connection], None]
 # cron: drained by the scheduled pipeline, fairly, in batches. doorbell: each job rings a
 # doorbell when committed and a worker starts it within seconds; the cron pipeline still drains
 # what the doorbells miss.
@@ -89,6 +97,21 @@ class Stage:
     quota: str | None = None
     on_give_up: GiveUpHook | None = None
     delivery: Delivery = "cron"
+    # Admitted stages (fairqueue.lanes.admit): what one job costs in credits, and the upstream
+    # service whose held work the job starts once it holds its lane.
+    credit_cost: int = 0
+    upstream: Upstream | None = None
+    # Whether the HTTP API may admit this type for a client; internal stages stay internal.
+    clients_may_admit: bool = False
+    # Releasing held work retries with capped, jittered exponential backoff for this long
+    # after the first failed try; past it the job fails and its credits are refunded.
+    release_window_s: float = 1800.0
+    release_backoff_s: float = 5.0
+    release_backoff_cap_s: float = 300.0
+    # Results (fairqueue.results): how the job's output becomes its result when the backstop
+    # sweep has to write it, and a hook that follows every recorded result, once.
+    render_result: RenderResult | None = None
+    after_result: ResultHook | None = None
 
     def __post_init__(self) -> None:
         problems = []
@@ -108,8 +131,18 @@ class Stage:
             problems.append(f"job_timeout_s must be positive, got {self.job_timeout_s}")
         if self.delivery not in ("cron", "doorbell"):
             problems.append(f"delivery must be 'cron' or 'doorbell', got {self.delivery!r}")
+        if isinstance(self.credit_cost, bool) or not isinstance(self.credit_cost, int):
+            problems.append(f"credit_cost must be a whole number, got {self.credit_cost!r}")
+        elif self.credit_cost < 0:
+            problems.append(f"credit_cost must be >= 0, got {self.credit_cost}")
+        for label in ("release_window_s", "release_backoff_s", "release_backoff_cap_s"):
+            if getattr(self, label) <= 0:
+                problems.append(f"{label} must be positive, got {getattr(self, label)}")
         if not callable(self.handler):
             problems.append("handler must be callable")
+        for label in ("render_result", "after_result"):
+            if getattr(self, label) is not None and not callable(getattr(self, label)):
+                problems.append(f"{label} must be callable or None")
         if problems:
             raise ConfigurationError(f"Stage {self.name!r}: " + "; ".join(problems))
         register(self)

@@ -10,6 +10,7 @@ from .queries import query
 @dataclass(frozen=True)
 class TypeStatus:
     type: str
+    queued: int
     backlog: int
     scheduled: int
     running: int
@@ -19,7 +20,7 @@ class TypeStatus:
 
 
 def queue_status(conn: Connection) -> list[TypeStatus]:
-    """Backlog is pending and due; stuck is running past its lease."""
+    """Queued waits in a lane; backlog is pending and due; stuck is running past its lease."""
     return [TypeStatus(**row) for row in conn.execute(query("status_by_type")).fetchall()]
 
 
@@ -28,3 +29,19 @@ def open_jobs(conn: Connection, *, due_within: timedelta | None = None) -> int:
     row = conn.execute(query("open_jobs"), {"due_within": due_within}).fetchone()
     assert row is not None
     return int(row["open"])
+
+
+@dataclass(frozen=True)
+class MissingResults:
+    """Done jobs holding an output with no result yet, by how long they have waited."""
+
+    within_grace: int
+    under_an_hour: int
+    under_a_day: int
+    older: int
+
+
+def missing_results(conn: Connection, *, grace_s: float) -> MissingResults:
+    row = conn.execute(query("missing_results"), {"grace_s": grace_s}).fetchone()
+    assert row is not None
+    return MissingResults(**{k: int(v) for k, v in row.items()})

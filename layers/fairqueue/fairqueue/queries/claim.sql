@@ -11,13 +11,15 @@ select id, tenant_id
 
 -- name: read_claimed
 -- Under the tenant's clamp: what the handler needs, for jobs this claimer still holds.
-select id, type, payload, tenant_id, group_id, attempts, max_attempts, lane, delta_of
+select id, type, payload, tenant_id, group_id, attempts, max_attempts, lane, delta_of,
+       upstream_id, released_at is not null as released, release_tries
   from fairqueue.jobs
  where id = any(%(ids)s::uuid[]) and status = 'running' and locked_by = %(locked_by)s;
 
 -- name: read_jobs
 -- Under the tenant's clamp, whatever their status (a failed job for its give-up hook).
-select id, type, payload, tenant_id, group_id, attempts, max_attempts, lane, delta_of
+select id, type, payload, tenant_id, group_id, attempts, max_attempts, lane, delta_of,
+       upstream_id, released_at is not null as released, release_tries
   from fairqueue.jobs
  where id = any(%(ids)s::uuid[]);
 
@@ -25,10 +27,13 @@ select id, type, payload, tenant_id, group_id, attempts, max_attempts, lane, del
 select fairqueue.has_claimable(%(type)s) as claimable;
 
 -- name: complete_many
-update fairqueue.jobs
-   set status = 'done', finished_at = now(), lease_until = null, last_error = null
- where id = any(%(ids)s::uuid[]) and status = 'running' and locked_by = %(locked_by)s
-returning id;
+-- Each job with its handler's output (NULL for none).
+update fairqueue.jobs j
+   set status = 'done', finished_at = now(), lease_until = null, last_error = null,
+       output = o.output
+  from unnest(%(ids)s::uuid[], %(outputs)s::jsonb[]) as o (id, output)
+ where j.id = o.id and j.status = 'running' and j.locked_by = %(locked_by)s
+returning j.id;
 
 -- name: retry_or_fail
 -- Backoff counts the attempt the claim already added: 2, then 4, then 8 units (a unit is a
@@ -87,7 +92,7 @@ update fairqueue.jobs j
    and j.run_after <= now()
    and not exists (select 1 from fairqueue.groups g where g.id = j.group_id and g.status = 'paused')
 returning j.id, j.type, j.payload, j.tenant_id, j.group_id, j.attempts, j.max_attempts, j.lane,
-          j.delta_of;
+          j.delta_of, j.upstream_id, j.released_at is not null as released, j.release_tries;
 
 -- name: stale_doorbells
 -- A door (sql/0004_doorbells.sql): due doorbell jobs whose last ring is stale.

@@ -15,7 +15,8 @@ select id, type, payload, tenant_id, group_id, dedupe_key, status, attempts, max
 
 -- name: status_by_type
 -- A door (sql/0003_tenancy.sql): counts per type across tenants.
-select type, backlog, scheduled, running, stuck, failed, done from fairqueue.queue_status();
+select type, queued, backlog, scheduled, running, stuck, failed, done
+  from fairqueue.queue_status();
 
 -- name: open_jobs
 -- A door: open jobs across tenants; with due_within, pending ones only if due by then.

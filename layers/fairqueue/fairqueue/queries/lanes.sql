@@ -1,3 +1,6 @@
+-- A lane belongs to a tenant: every lane query names the tenant as well as the row-level
+-- security clamp does, so a caller that bypasses RLS (a superuser) still sees one lane.
+
 -- name: lane_lock
 -- The two-key advisory lock form: its key space does not overlap the one-key form's.
 select pg_advisory_xact_lock(%(namespace)s, hashtext(%(key)s));
@@ -6,25 +9,33 @@ select pg_advisory_xact_lock(%(namespace)s, hashtext(%(key)s));
 -- Under the tenant's clamp: does the lane already have first-pass work queued, pending or running?
 select exists (
     select 1 from fairqueue.jobs
-     where lane = %(lane)s and delta_of is null and status in ('queued', 'pending', 'running')
+     where tenant_id is not distinct from %(tenant_id)s and lane = %(lane)s and delta_of is null
+       and status in ('queued', 'pending', 'running')
 ) as busy;
+
+-- name: delta_target
+-- Under the tenant's clamp: the earlier job a delta re-checks, if it is in this lane.
+select exists (
+    select 1 from fairqueue.jobs where id = %(id)s and tenant_id is not distinct from %(tenant_id)s and lane = %(lane)s
+) as found;
 
 -- name: lane_place
 -- Under the tenant's clamp: the job's place in its lane (1 = it holds the lane).
 select count(*) as place
   from fairqueue.jobs j, fairqueue.jobs me
  where me.id = %(id)s
-   and j.lane = me.lane and j.delta_of is null
+   and j.tenant_id is not distinct from me.tenant_id and j.lane = me.lane and j.delta_of is null
    and j.status in ('queued', 'pending', 'running')
    and (j.created_at, j.id) <= (me.created_at, me.id);
 
 -- name: admit_job
 -- created_at is read after the lane's lock was taken, so the lane's order is admission order
 -- (now() would be when the transaction began, before it waited for the lock).
-insert into fairqueue.jobs (type, payload, tenant_id, group_id, dedupe_key, max_attempts, lane,
-                            delta_of, credit_cost, status, created_at)
-values (%(type)s, %(payload)s, %(tenant_id)s, %(group_id)s, %(dedupe_key)s, %(max_attempts)s,
-        %(lane)s, %(delta_of)s, %(cost)s, %(status)s, clock_timestamp())
+insert into fairqueue.jobs (id, type, payload, tenant_id, group_id, dedupe_key, max_attempts,
+                            lane, delta_of, credit_cost, upstream_id, status, created_at)
+values (%(id)s, %(type)s, %(payload)s, %(tenant_id)s, %(group_id)s, %(dedupe_key)s,
+        %(max_attempts)s, %(lane)s, %(delta_of)s, %(cost)s, %(upstream_id)s, %(status)s,
+        clock_timestamp())
 on conflict (coalesce(tenant_id, ''), dedupe_key)
    where dedupe_key is not null and status in ('queued', 'pending', 'running')
    do nothing
@@ -36,17 +47,19 @@ returning id, status;
 update fairqueue.jobs
    set status = 'pending', run_after = now()
  where id = (select id from fairqueue.jobs
-              where lane = %(lane)s and delta_of is null and status = 'queued'
+              where tenant_id is not distinct from %(tenant_id)s and lane = %(lane)s and delta_of is null
+                and status = 'queued'
               order by created_at, id
               limit 1)
    and not exists (select 1 from fairqueue.jobs
-                    where lane = %(lane)s and delta_of is null and status in ('pending', 'running'))
-returning id;
+                    where tenant_id is not distinct from %(tenant_id)s and lane = %(lane)s and delta_of is null
+                      and status in ('pending', 'running'))
+returning id, type;
 
 -- name: lane_jobs
 select id, type, status, delta_of, created_at
   from fairqueue.jobs
- where lane = %(lane)s and status in ('queued', 'pending', 'running')
+ where tenant_id is not distinct from %(tenant_id)s and lane = %(lane)s and status in ('queued', 'pending', 'running')
  order by (delta_of is not null), created_at, id;
 
 -- name: credit_balance
@@ -70,3 +83,10 @@ returning amount;
 -- name: stalled_lanes
 -- A door (sql/0005_lanes.sql): lanes with queued work and nothing holding them.
 select tenant_id, lane from fairqueue.stalled_lanes(%(limit)s);
+
+-- name: lane_history
+-- Under the tenant's clamp: a type's first-pass lane jobs, open or finished, in lane order.
+select lane, id, payload, status, created_at, locked_at as started_at, finished_at
+  from fairqueue.jobs
+ where tenant_id is not distinct from %(tenant_id)s and type = %(type)s and lane is not null and delta_of is null
+ order by lane, created_at, id;

@@ -1,0 +1,43 @@
+"""The backstop, every minute: save the results no client saved, fire the hooks still owed."""
+
+from typing import Any
+
+from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from fairqueue.backstop import Backstop
+from fairqueue.cron import function_setup
+
+logger = Logger()
+metrics = Metrics()
+tracer = Tracer()
+
+CONNECTION, STAGES = function_setup()
+BACKSTOP = Backstop(CONNECTION.dsn, STAGES)
+# Kept back from the remaining time so the batch in flight and its hooks can finish.
+MARGIN_S = 15.0
+
+
+@logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    budget_s = max(context.get_remaining_time_in_millis() / 1000.0 - MARGIN_S, 0.0)
+    result = BACKSTOP.sweep(budget_s=budget_s)
+    if result is None:
+        return {"skipped": "a sweep of this container is still in flight"}
+    metrics.add_metric(name="ResultsRescued", unit=MetricUnit.Count, value=result.written)
+    metrics.add_metric(name="ResultHooksFired", unit=MetricUnit.Count, value=result.hooks_fired)
+    metrics.add_metric(
+        name="ResultRenderErrors", unit=MetricUnit.Count, value=len(result.render_errors)
+    )
+    return {
+        "written": result.written,
+        "refused": result.refused,
+        "renderErrors": result.render_errors,
+        "hooksFired": result.hooks_fired,
+        "outputsTrimmed": result.outputs_trimmed,
+        "jobsPruned": result.jobs_pruned,
+        "interrupted": result.interrupted,
+    }

@@ -1,0 +1,163 @@
+"""The backstop sweep: no finished result is lost when no client was watching.
+
+It looks only at done jobs of stages with a ``render_result`` that still hold their output, have
+no result decided, and have not been touched for the grace window: oldest first, a bounded batch
+locked ``FOR UPDATE OF jobs SKIP LOCKED`` (through a door), rendered with the stage's own
+function and saved as the worker's. Each batch's results commit together; their
+``after_result`` hooks fire right after, before the sweep looks at anything else, so a stop
+request finishes what was recorded, hooks included. Hooks still owed after the grace window (a
+process that died between the two, a hook that failed) are fired from here as well.
+
+A sweep never stacks on itself in one process: a second call while one is in flight returns
+None at once. Two processes (a rolling deploy) may sweep together; the row locks keep each
+result written once and each hook fired once. It runs apart from the sweeper, so lease
+recovery never waits behind a slow hook.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from uuid import UUID
+
+from .db import Connection, connect
+from .queries import query
+from .results import ResultSettings, fire_hook, record_worker_result
+from .stage import Stage
+from .tenancy import tenants_transaction
+
+log = logging.getLogger("fairqueue.backstop")
+
+
+@dataclass
+class BackstopResult:
+    written: int = 0
+    refused: int = 0  # precedence kept a client's row
+    render_errors: list[str] = field(default_factory=list)
+    hooks_fired: int = 0
+    outputs_trimmed: int = 0
+    jobs_pruned: int = 0
+    interrupted: bool = False
+
+
+class Backstop:
+    """The sweep for one process: holds its stages, settings and the no-stacking guard."""
+
+    def __init__(
+        self,
+        dsn: str | None,
+        stages: Sequence[Stage],
+        settings: ResultSettings | None = None,
+    ) -> None:
+        self.dsn = dsn
+        self.settings = settings or ResultSettings.from_env()
+        self.rendering = {s.name: s for s in stages if s.render_result is not None}
+        self.hooked = {s.name: s for s in stages if s.after_result is not None}
+        self._in_flight = threading.Lock()
+
+    def sweep(
+        self, stop: threading.Event | None = None, *, budget_s: float | None = None
+    ) -> BackstopResult | None:
+        """One sweep; None when another sweep of this process is still in flight.
+
+        A stop request, or ``budget_s`` running out, ends it between batches: the batch in
+        flight and its hooks always finish.
+        """
+        if not self._in_flight.acquire(blocking=False):
+            return None
+        deadline = None if budget_s is None else time.monotonic() + budget_s
+        try:
+            with connect(self.dsn, autocommit=True) as conn:
+                return self._sweep(conn, stop, deadline)
+        finally:
+            self._in_flight.release()
+
+    def _sweep(
+        self, conn: Connection, stop: threading.Event | None, deadline: float | None
+    ) -> BackstopResult:
+        result = BackstopResult()
+        while self.rendering:
+            stopped = stop is not None and stop.is_set()
+            if stopped or (deadline is not None and time.monotonic() >= deadline):
+                result.interrupted = True
+                return result
+            recorded, claimed = self._record_batch(conn, result)
+            # Fired before anything else: a stop after this point leaves no hook owed here.
+            for job_id, tenant_id, stage in recorded:
+                result.hooks_fired += fire_hook(conn, stage, job_id, tenant_id)
+            if claimed < self.settings.batch:
+                break
+        result.hooks_fired += self._fire_owed_hooks(conn, stop)
+        self._retention(conn, result)
+        return result
+
+    def _record_batch(
+        self, conn: Connection, result: BackstopResult
+    ) -> tuple[list[tuple[UUID, str | None, Stage]], int]:
+        """Lock, render and save one batch in one transaction; what owes a hook, and how many
+        jobs were claimed."""
+        recorded: list[tuple[UUID, str | None, Stage]] = []
+        with tenants_transaction(conn) as clamp:
+            batch = conn.execute(
+                query("claim_missing_results"),
+                {
+                    "types": list(self.rendering),
+                    "grace_s": self.settings.grace_s,
+                    "limit": self.settings.batch,
+                },
+            ).fetchall()
+            for item in batch:
+                clamp(item["tenant_id"])
+                source = conn.execute(query("result_source"), {"id": item["id"]}).fetchone()
+                assert source is not None, "the door locked this row for us"
+                stage = self.rendering[source["type"]]
+                try:
+                    # A savepoint: one job's render error does not undo the batch.
+                    with conn.transaction():
+                        written = record_worker_result(conn, source, stage)
+                except Exception as exc:
+                    log.exception("render_result of %s failed for job %s", stage.name, item["id"])
+                    result.render_errors.append(f"{stage.name} {item['id']}: {exc}")
+                    continue
+                if written:
+                    result.written += 1
+                    if stage.after_result is not None:
+                        recorded.append((source["result_job_id"], source["tenant_id"], stage))
+                else:
+                    result.refused += 1
+        return recorded, len(batch)
+
+    def _fire_owed_hooks(self, conn: Connection, stop: threading.Event | None) -> int:
+        if not self.hooked:
+            return 0
+        owed = conn.execute(
+            query("due_result_hooks"),
+            {
+                "types": list(self.hooked),
+                "grace_s": self.settings.grace_s,
+                "limit": self.settings.batch,
+            },
+        ).fetchall()
+        fired = 0
+        for row in owed:
+            if stop is not None and stop.is_set():
+                break
+            stage = self.hooked[row["type"]]
+            fired += fire_hook(conn, stage, row["job_id"], row["tenant_id"])
+        return fired
+
+    def _retention(self, conn: Connection, result: BackstopResult) -> None:
+        """Trim old outputs, then prune old finished jobs, a bounded batch of each."""
+        trimmed = conn.execute(
+            query("trim_outputs"),
+            {"age_s": self.settings.output_retention_s, "limit": self.settings.batch * 10},
+        ).fetchone()
+        pruned = conn.execute(
+            query("prune_jobs"),
+            {"age_s": self.settings.job_retention_s, "limit": self.settings.batch * 10},
+        ).fetchone()
+        result.outputs_trimmed = int(trimmed["trimmed"]) if trimmed else 0
+        result.jobs_pruned = int(pruned["pruned"]) if pruned else 0
