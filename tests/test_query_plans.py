@@ -56,8 +56,8 @@ def fill(conn) -> None:
     conn.execute("analyze fairqueue.jobs")
 
 
-def assert_walks_the_claim_index(plan: list[dict]) -> None:
-    assert any(n.get("Index Name") == "jobs_claim_idx" for n in plan)
+def assert_walks_the_claim_index(plan: list[dict], index: str = "jobs_claim_idx") -> None:
+    assert any(n.get("Index Name") == index for n in plan)
     seq_scans = [
         n for n in plan if n.get("Relation Name") == "jobs" and n["Node Type"] == "Seq Scan"
     ]
@@ -84,7 +84,12 @@ def test_claim_uses_the_claim_index(conn) -> None:
         params["plan_priorities"],
         params["default_priority"],
     ]
-    assert_walks_the_claim_index(door_plan(conn, CLAIM, args))
+    plan = door_plan(conn, CLAIM, args)
+    # The claim walks the groups that have pending work, never the whole backlog: no sort of
+    # the backlog's rows, and each group's jobs read in index order.
+    assert_walks_the_claim_index(plan, "jobs_group_queue_idx")
+    sorted_rows = [n["Plan Rows"] for n in plan if n["Node Type"] == "Sort"]
+    assert max(sorted_rows, default=0) <= 4 * 25 * 2
 
 
 def test_has_claimable_uses_the_claim_index(conn) -> None:
@@ -96,3 +101,24 @@ def test_expired_leases_are_found_by_their_own_index(conn) -> None:
     fill(conn)
     plan = door_plan(conn, "fairqueue.fail_abandoned(text[], integer)", [["planned"], 100])
     assert any(n.get("Index Name") == "jobs_lease_idx" for n in plan)
+
+
+def test_the_backstop_reads_only_its_partial_index_however_long_the_history(conn) -> None:
+    # 30,000 done jobs whose results are decided, and a few still missing theirs.
+    fill(conn)
+    conn.execute("update fairqueue.jobs set output = '{}', result_at = now() where status = 'done'")
+    conn.execute(
+        "insert into fairqueue.jobs (type, status, output, finished_at)"
+        " select 'planned', 'done', '{}', now() - i * interval '1 minute'"
+        " from generate_series(1, 20) i"
+    )
+    conn.execute("analyze fairqueue.jobs")
+    plan = door_plan(
+        conn,
+        "fairqueue.claim_missing_results(text[], interval, integer)",
+        [["planned"], "2 minutes", 100],
+    )
+    assert any(n.get("Index Name") == "jobs_missing_result_idx" for n in plan)
+    assert not [
+        n for n in plan if n.get("Relation Name") == "jobs" and n["Node Type"] == "Seq Scan"
+    ]

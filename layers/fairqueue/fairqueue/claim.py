@@ -19,7 +19,7 @@ from psycopg.types.json import Jsonb
 from .db import Connection
 from .plans import PLANS, Plans
 from .queries import query
-from .tenancy import tenant_transaction, tenants_transaction
+from .tenancy import each_tenant, tenant_transaction
 
 
 @dataclass(frozen=True)
@@ -101,15 +101,13 @@ def claim_batch(
                 **plans.claim_params(),
             },
         ).fetchall()
-    claimed: list[ClaimedJob] = []
-    with tenants_transaction(conn) as clamp:
-        for tenant_id, ids in by_tenant((row["tenant_id"], row["id"]) for row in rows).items():
-            clamp(tenant_id)
-            found = conn.execute(
-                query("read_claimed"), {"ids": ids, "locked_by": locked_by}
-            ).fetchall()
-            claimed.extend(ClaimedJob.from_row(row) for row in found)
-    return claimed
+    grouped = by_tenant((row["tenant_id"], row["id"]) for row in rows)
+    found = each_tenant(
+        conn,
+        query("read_claimed"),
+        {tenant_id: {"ids": ids, "locked_by": locked_by} for tenant_id, ids in grouped.items()},
+    )
+    return [ClaimedJob.from_row(row) for rows_of_tenant in found.values() for row in rows_of_tenant]
 
 
 def read_jobs(conn: Connection, tenant_id: str | None, job_ids: list[UUID]) -> list[ClaimedJob]:
@@ -131,6 +129,32 @@ def has_claimable(conn: Connection, job_type: str) -> bool:
     return bool(row and row["claimable"])
 
 
+def complete_for_tenants(
+    conn: Connection,
+    grouped: Mapping[str | None, list[UUID]],
+    locked_by: str,
+    outputs: Mapping[UUID, dict[str, Any] | None] | None = None,
+) -> dict[str | None, set[UUID]]:
+    """Mark several tenants' jobs done in one transaction, each tenant's under its clamp;
+    per tenant, the ids that were still this claimer's."""
+    given = outputs or {}
+    found = each_tenant(
+        conn,
+        query("complete_many"),
+        {
+            tenant_id: {"ids": ids, "outputs": _stored(ids, given), "locked_by": locked_by}
+            for tenant_id, ids in grouped.items()
+        },
+    )
+    return {tenant_id: {row["id"] for row in rows} for tenant_id, rows in found.items()}
+
+
+def _stored(
+    job_ids: list[UUID], outputs: Mapping[UUID, dict[str, Any] | None]
+) -> list[Jsonb | None]:
+    return [None if outputs.get(i) is None else Jsonb(outputs[i]) for i in job_ids]
+
+
 def complete_many(
     conn: Connection,
     job_ids: list[UUID],
@@ -138,10 +162,9 @@ def complete_many(
     outputs: Mapping[UUID, dict[str, Any] | None] | None = None,
 ) -> set[UUID]:
     """Mark done, each with its output; returns the ids that were still this claimer's."""
-    given = outputs or {}
-    stored = [None if given.get(i) is None else Jsonb(given[i]) for i in job_ids]
     rows = conn.execute(
-        query("complete_many"), {"ids": job_ids, "outputs": stored, "locked_by": locked_by}
+        query("complete_many"),
+        {"ids": job_ids, "outputs": _stored(job_ids, outputs or {}), "locked_by": locked_by},
     ).fetchall()
     return {row["id"] for row in rows}
 

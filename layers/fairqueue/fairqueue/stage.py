@@ -41,11 +41,18 @@ class Job:
     group_id: str | None
     attempts: int
     max_attempts: int
-    # A connection inside this job's tenant transaction: application data read or written
-    # through it is under the same clamp, and commits only if the handler returns.
-    conn: Connection | None = field(default=None, repr=False, compare=False)
+    # Opens (on first use) the job's tenant transaction on the handler's connection.
+    _open_conn: Callable[[], Connection] | None = field(default=None, repr=False, compare=False)
     _spend: Callable[[str, int], None] | None = field(default=None, repr=False, compare=False)
     _follow_up: Callable[..., None] | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def conn(self) -> Connection | None:
+        """A connection inside this job's tenant transaction: application data read or written
+        through it is under the same clamp, and commits only if the handler returns. The
+        transaction begins when a handler first asks for it, so a handler that never does
+        costs no round trip."""
+        return None if self._open_conn is None else self._open_conn()
 
     def spend(self, quota: str, units: int = 1) -> None:
         """Spend units of a shared quota, or raise Defer until it resets."""

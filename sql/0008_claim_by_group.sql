@@ -1,0 +1,131 @@
+-- The claim reads groups, not the whole backlog.
+--
+-- The first claim ranked every claimable row of a type with a window function: its cost grew
+-- with the backlog (100k pending rows cost a sort of 100k rows per batch). This one walks the
+-- groups that have pending work (a skip scan of the index below, one probe per group), ranks
+-- the groups by plan priority and served count on their oldest due job, and reads rows only
+-- from the best groups, a bounded number from each. Its cost grows with the number of groups,
+-- never with the depth of the backlog. Order is unchanged: plan priority, then least-served
+-- group (served count plus the job's place in its group), then oldest.
+
+create index jobs_group_queue_idx on fairqueue.jobs (type, (coalesce(group_id, '')), created_at, id)
+    where status = 'pending';
+
+create or replace function fairqueue.claim(
+    p_type text,
+    p_batch integer,
+    p_pool integer,
+    p_lease_s double precision,
+    p_locked_by text,
+    p_run_id uuid,
+    p_plan_names text[],
+    p_plan_priorities integer[],
+    p_default_priority integer
+) returns table (id uuid, tenant_id text)
+language sql volatile security definer set search_path = pg_catalog, pg_temp
+as $$
+with recursive groups_waiting (group_key) as (
+    (select coalesce(j.group_id, '')
+       from fairqueue.jobs j
+      where j.type = p_type and j.status = 'pending'
+      order by coalesce(j.group_id, '')
+      limit 1)
+    union all
+    select (select coalesce(j.group_id, '')
+              from fairqueue.jobs j
+             where j.type = p_type and j.status = 'pending'
+               and coalesce(j.group_id, '') > w.group_key
+             order by coalesce(j.group_id, '')
+             limit 1)
+      from groups_waiting w
+     where w.group_key is not null
+),
+plan_priority (name, priority) as (
+    select * from unnest(p_plan_names, p_plan_priorities)
+),
+-- Where each active group with due work stands: its oldest due job, that job's plan, and how
+-- much the group was served in the last day.
+group_heads as (
+    select w.group_key,
+           coalesce(pp.priority, p_default_priority) as priority,
+           coalesce(s.n, 0) as served,
+           head.created_at
+      from groups_waiting w
+      cross join lateral (
+          select j.tenant_id, j.created_at
+            from fairqueue.jobs j
+           where j.type = p_type and j.status = 'pending'
+             and coalesce(j.group_id, '') = w.group_key and j.run_after <= now()
+           -- Spelled as the index is, so the walk needs no sort whatever the plan's parameters.
+           order by j.type, coalesce(j.group_id, ''), j.created_at, j.id
+           limit 1) head
+      left join fairqueue.groups g on g.id = nullif(w.group_key, '')
+      left join fairqueue.tenants t on t.id = head.tenant_id
+      left join plan_priority pp on pp.name = t.plan
+      left join fairqueue.served s on s.type = p_type and s.group_key = w.group_key
+     where w.group_key is not null
+       and (g.status is null or g.status = 'active')
+),
+best_groups as (
+    select h.group_key, h.served
+      from group_heads h
+     order by h.priority desc, h.served, h.created_at
+     limit p_pool
+),
+-- Each best group offers its oldest due jobs, the pool shared out over the groups: one group
+-- offers the whole pool (claimers that overlap need spares), many groups one each.
+offered as (
+    select c.id, c.tenant_id, c.created_at, b.group_key,
+           b.served + row_number() over (partition by b.group_key
+                                         order by c.created_at, c.id) as served
+      from best_groups b
+      cross join lateral (
+          select j.id, j.tenant_id, j.created_at
+            from fairqueue.jobs j
+           where j.type = p_type and j.status = 'pending'
+             and coalesce(j.group_id, '') = b.group_key and j.run_after <= now()
+           order by j.type, coalesce(j.group_id, ''), j.created_at, j.id
+           limit greatest(1, p_pool / (select count(*) from best_groups))) c
+    union all
+    -- Jobs whose claimer died before their last attempt: found by the lease index, few.
+    select j.id, j.tenant_id, j.created_at, coalesce(j.group_id, ''),
+           coalesce(s.n, 0)
+             + row_number() over (partition by coalesce(j.group_id, '')
+                                  order by j.created_at, j.id)
+      from fairqueue.jobs j
+      left join fairqueue.groups g on g.id = j.group_id
+      left join fairqueue.served s on s.type = p_type and s.group_key = coalesce(j.group_id, '')
+     where j.type = p_type and j.status = 'running' and j.lease_until < now()
+       and j.run_after <= now() and j.attempts < j.max_attempts
+       and (g.status is null or g.status = 'active')
+),
+ranked as (
+    select o.id, coalesce(pp.priority, p_default_priority) as priority, o.served, o.created_at
+      from offered o
+      left join fairqueue.tenants t on t.id = o.tenant_id
+      left join plan_priority pp on pp.name = t.plan
+     order by priority desc, o.served, o.created_at, o.id
+     limit p_pool
+),
+picked as (
+    select j.id
+      from fairqueue.jobs j
+      join ranked r on r.id = j.id
+     where j.status in ('pending', 'running')
+       and j.run_after <= now()
+       and (j.status = 'pending' or (j.lease_until < now() and j.attempts < j.max_attempts))
+     order by r.priority desc, r.served, r.created_at, r.id
+     limit p_batch
+       for update of j skip locked
+)
+update fairqueue.jobs j
+   set status = 'running',
+       attempts = j.attempts + 1,
+       locked_at = now(),
+       lease_until = now() + p_lease_s * interval '1 second',
+       locked_by = p_locked_by,
+       run_id = p_run_id
+  from picked
+ where j.id = picked.id
+returning j.id, j.tenant_id
+$$;
