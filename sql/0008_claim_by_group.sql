@@ -2,7 +2,7 @@
 --
 -- The first claim ranked every claimable row of a type with a window function: its cost grew
 -- with the backlog (100k pending rows cost a sort of 100k rows per batch). This one walks the
--- groups that have pending work (a skip scan of the index below, one probe per group), ranks
+-- groups that have pending work (a skip scan of the index below, about one probe per group), ranks
 -- the groups by plan priority and served count on their oldest due job, and reads rows only
 -- from the best groups, a bounded number from each. Its cost grows with the number of groups,
 -- never with the depth of the backlog. Order is unchanged: plan priority, then least-served
@@ -24,47 +24,52 @@ create or replace function fairqueue.claim(
 ) returns table (id uuid, tenant_id text)
 language sql volatile security definer set search_path = pg_catalog, pg_temp
 as $$
-with recursive groups_waiting (group_key) as (
-    (select coalesce(j.group_id, '')
+with recursive group_firsts (group_key, tenant_id, created_at, run_after) as (
+    -- A skip scan: each step jumps to the first pending job of the next group in the index.
+    (select coalesce(j.group_id, ''), j.tenant_id, j.created_at, j.run_after
        from fairqueue.jobs j
       where j.type = p_type and j.status = 'pending'
-      order by coalesce(j.group_id, '')
+      order by j.type, coalesce(j.group_id, ''), j.created_at, j.id
       limit 1)
     union all
-    select (select coalesce(j.group_id, '')
-              from fairqueue.jobs j
-             where j.type = p_type and j.status = 'pending'
-               and coalesce(j.group_id, '') > w.group_key
-             order by coalesce(j.group_id, '')
-             limit 1)
-      from groups_waiting w
-     where w.group_key is not null
+    select next.*
+      from group_firsts w
+      cross join lateral (
+          select coalesce(j.group_id, ''), j.tenant_id, j.created_at, j.run_after
+            from fairqueue.jobs j
+           where j.type = p_type and j.status = 'pending'
+             and coalesce(j.group_id, '') > w.group_key
+           order by j.type, coalesce(j.group_id, ''), j.created_at, j.id
+           limit 1) next
 ),
 plan_priority (name, priority) as (
     select * from unnest(p_plan_names, p_plan_priorities)
 ),
--- Where each active group with due work stands: its oldest due job, that job's plan, and how
--- much the group was served in the last day.
+-- Where each active group with due work stands: its oldest due job (most often the first one
+-- the skip scan landed on; otherwise one more probe), that job's plan, and how much the group
+-- was served in the last day.
 group_heads as (
-    select w.group_key,
+    select f.group_key,
            coalesce(pp.priority, p_default_priority) as priority,
            coalesce(s.n, 0) as served,
            head.created_at
-      from groups_waiting w
+      from group_firsts f
       cross join lateral (
-          select j.tenant_id, j.created_at
-            from fairqueue.jobs j
-           where j.type = p_type and j.status = 'pending'
-             and coalesce(j.group_id, '') = w.group_key and j.run_after <= now()
-           -- Spelled as the index is, so the walk needs no sort whatever the plan's parameters.
-           order by j.type, coalesce(j.group_id, ''), j.created_at, j.id
-           limit 1) head
-      left join fairqueue.groups g on g.id = nullif(w.group_key, '')
+          select f.tenant_id, f.created_at
+           where f.run_after <= now()
+          union all
+          (select j.tenant_id, j.created_at
+             from fairqueue.jobs j
+            where f.run_after > now()
+              and j.type = p_type and j.status = 'pending'
+              and coalesce(j.group_id, '') = f.group_key and j.run_after <= now()
+            order by j.type, coalesce(j.group_id, ''), j.created_at, j.id
+            limit 1)) head
+      left join fairqueue.groups g on g.id = nullif(f.group_key, '')
       left join fairqueue.tenants t on t.id = head.tenant_id
       left join plan_priority pp on pp.name = t.plan
-      left join fairqueue.served s on s.type = p_type and s.group_key = w.group_key
-     where w.group_key is not null
-       and (g.status is null or g.status = 'active')
+      left join fairqueue.served s on s.type = p_type and s.group_key = f.group_key
+     where g.status is null or g.status = 'active'
 ),
 best_groups as (
     select h.group_key, h.served

@@ -147,3 +147,22 @@ def test_one_batch_interleaves_groups(conn) -> None:
     b = [enqueue(conn, "work", {}, group_id="b") for _ in range(2)]
     got = claim(conn, 4)
     assert set(got) == {a[0], a[1], b[0], b[1]}
+
+
+def test_a_group_whose_oldest_job_is_not_due_offers_its_oldest_due_one(conn) -> None:
+    waiting, due = (enqueue(conn, "work", {}, group_id="g") for _ in range(2))
+    age_job(conn, waiting, run_after=-3600)  # retried: back in an hour
+    assert claim(conn, 5) == [due]
+
+
+def test_with_more_groups_than_the_pool_each_batch_takes_the_least_served(conn) -> None:
+    # 60 groups, batch 5 (a pool of 20 groups): the first 30 groups were served once already.
+    for n in range(60):
+        enqueue(conn, "work", {}, group_id=f"g{n:02d}")
+        enqueue(conn, "work", {}, group_id=f"g{n:02d}")
+    served = claim(conn, 30)
+    assert len(served) == 30
+    groups = {job(conn, i)["group_id"] for i in claim(conn, 5) + claim(conn, 5)}
+    fresh = {f"g{n:02d}" for n in range(60)} - {job(conn, i)["group_id"] for i in served}
+    assert len(groups) == 10
+    assert groups <= fresh
