@@ -6,12 +6,17 @@ import argparse
 import sys
 import time
 from collections.abc import Sequence
+from contextlib import ExitStack
 from pathlib import Path
 
-from fairqueue.db import connect
+from fairqueue.db import Connection, connect
 
-from . import database, latency, throughput
-from .report import Results, library_fingerprint, machine, markdown, write
+from . import database, fairness, health, latency, throughput
+from .machine import library_fingerprint, machine
+from .peers import PEERS
+from .peers.workers import PeerDrain, timed_drain
+from .report import markdown, write
+from .results import Results
 from .sizes import FULL, SMOKE, Sizes
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
@@ -27,26 +32,62 @@ class Progress:
         print(f"[{time.monotonic() - self.started:6.1f} s] {message}", file=sys.stderr, flush=True)
 
 
-def run(dsn: str, sizes: Sizes, server: str, progress: Progress) -> Results:
-    """Every workload against one database; its fairqueue tables are emptied as it goes."""
+def drains(
+    conn: Connection, dsn: str, peer_dsns: dict[str, str], sizes: Sizes, progress: Progress
+) -> tuple[list[throughput.Drain], list[PeerDrain]]:
+    """Every system at every worker count, repeats interleaved so a slow spell of the machine
+    hits every system alike."""
+    ours: list[throughput.Drain] = []
+    theirs: list[PeerDrain] = []
+    for repeat in range(sizes.repeats):
+        step = f"drain {repeat + 1}/{sizes.repeats}"
+        for workers in sizes.invocations:
+            for loop in throughput.LOOPS:
+                found = throughput.drain(conn, dsn, sizes, loop, workers, repeat)
+                ours.append(found)
+                progress(f"{step}: {loop} x{workers}: {found.done_per_s:,.0f} jobs/s")
+            for peer in PEERS:
+                run = timed_drain(
+                    peer, peer_dsns[peer.name], sizes.throughput_jobs, workers, repeat
+                )
+                theirs.append(run)
+                progress(f"{step}: {peer.name} x{workers}: {run.done_per_s:,.0f} jobs/s")
+    return ours, theirs
+
+
+def fairness_line(found: fairness.FairnessResult) -> str:
+    return (
+        f"fairness: {found.jobs:,} skewed arrivals through {found.system}:"
+        f" Jain's index {found.jain_mean:.3f}, longest wait {found.longest_wait:,} completions"
+    )
+
+
+def run(dsn: str, sizes: Sizes, server: str, progress: Progress, *, keep: bool) -> Results:
+    """Every workload: fairqueue in `dsn` (its tables emptied as it goes), each peer in a
+    database of its own beside it on the same server."""
     started = time.monotonic()
     library = library_fingerprint()
     database.prepare(dsn)
-    with connect(dsn, autocommit=True) as conn:
+    with ExitStack() as stack, connect(dsn, autocommit=True) as conn:
+        peer_dsns: dict[str, str] = {}
+        for peer in PEERS:
+            name = f"{database.database_name(dsn)}_{peer.name}"
+            peer_dsns[peer.name] = stack.enter_context(database.own_database(dsn, name, keep=keep))
+            peer.install(peer_dsns[peer.name])
+            progress(f"{peer.name}: database {name} created, schema installed by {peer.name}")
         found_machine = machine(conn, server)
-        drains: list[throughput.Drain] = []
-        # Repeats interleaved, so a slow spell of the machine hits every loop alike.
-        for repeat in range(sizes.repeats):
-            for invocations in sizes.invocations:
-                for loop in throughput.LOOPS:
-                    progress(
-                        f"throughput {repeat + 1}/{sizes.repeats}:"
-                        f" {throughput.LOOP_TITLES[loop]} x{invocations}"
-                    )
-                    found = throughput.drain(conn, dsn, sizes, loop, invocations, repeat)
-                    drains.append(found)
+        ours, theirs = drains(conn, dsn, peer_dsns, sizes, progress)
         cases = latency.last_day_history(conn, sizes, progress)
         cases.append(latency.expired_history(conn, sizes, progress))
+        sent = fairness.arrivals(sizes)
+        fair = [fairness.run_fairqueue(conn, dsn, sizes, sent)]
+        progress(fairness_line(fair[-1]))
+        for peer in PEERS:
+            fair.append(fairness.run_peer(peer, peer_dsns[peer.name], sizes, sent))
+            progress(fairness_line(fair[-1]))
+        churned = health.churn_fairqueue(conn, dsn, sizes, progress)
+        for peer in PEERS:
+            churned += health.churn_peer(peer, peer_dsns[peer.name], sizes, progress)
         database.reset(conn)
     changed = library_fingerprint() != library
     if changed:
@@ -57,8 +98,13 @@ def run(dsn: str, sizes: Sizes, server: str, progress: Progress) -> Results:
         library=library,
         library_changed=changed,
         sizes=sizes,
-        throughput=drains,
+        settings={**throughput.settings(sizes.throughput_batch)}
+        | {peer.name: peer.settings for peer in PEERS},
+        throughput=ours,
+        peer_drains=theirs,
         latency=cases,
+        fairness=fair,
+        health=churned,
         elapsed_s=time.monotonic() - started,
     )
 
@@ -71,21 +117,21 @@ def build_parser() -> argparse.ArgumentParser:
     where = parser.add_mutually_exclusive_group()
     where.add_argument(
         "--database-url",
-        help="the server to create the bench database on (default: DATABASE_URL, else embedded)",
+        help="the server to create the bench databases on (default: DATABASE_URL, else embedded)",
     )
     where.add_argument(
         "--dsn",
-        help="run in this existing database instead (a scratch one: its fairqueue tables are"
-        " emptied)",
+        help="run fairqueue in this existing database instead (a scratch one: its fairqueue"
+        " tables are emptied); the peers' databases are created beside it",
     )
     parser.add_argument(
         "--out",
         type=Path,
-        help=f"folder for latest.json and latest.md (default: {RESULTS_DIR} for a full run,"
-        " none for --smoke)",
+        help=f"folder for latest.json, latest.md and latest.png (default: {RESULTS_DIR} for a"
+        " full run, none for --smoke)",
     )
     parser.add_argument(
-        "--keep-database", action="store_true", help="do not drop the bench database afterwards"
+        "--keep-database", action="store_true", help="do not drop the bench databases afterwards"
     )
     return parser
 
@@ -95,13 +141,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     sizes = SMOKE if args.smoke else FULL
     out: Path | None = args.out or (None if args.smoke else RESULTS_DIR)
     progress = Progress()
+    keep = args.keep_database
     if args.dsn:
-        results = run(args.dsn, sizes, "given database", progress)
+        results = run(args.dsn, sizes, "given database", progress, keep=keep)
     else:
         server, origin = database.resolve_server(args.database_url)
-        with database.own_database(server, keep=args.keep_database) as dsn:
+        with database.own_database(server, keep=keep) as dsn:
             progress(f"database {database.BENCH_DATABASE} created on the server from {origin}")
-            results = run(dsn, sizes, origin, progress)
+            results = run(dsn, sizes, origin, progress, keep=keep)
     if out is not None:
         for path in write(results, out):
             progress(f"wrote {path}")

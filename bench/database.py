@@ -10,7 +10,7 @@ from pathlib import Path
 
 import psycopg
 from psycopg import sql
-from psycopg.conninfo import make_conninfo
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from fairqueue.db import Connection, connect
 from fairqueue.embedded import embedded_dsn
@@ -50,18 +50,24 @@ def resolve_server(url: str | None) -> tuple[str, str]:
 
 
 @contextmanager
-def own_database(server_dsn: str, *, keep: bool = False) -> Iterator[str]:
-    """Create the bench database afresh on the server, yield its DSN, drop it afterwards."""
-    name = sql.Identifier(BENCH_DATABASE)
+def own_database(
+    server_dsn: str, name: str = BENCH_DATABASE, *, keep: bool = False
+) -> Iterator[str]:
+    """Create a database afresh on the server, yield its DSN, drop it afterwards."""
+    identifier = sql.Identifier(name)
     with psycopg.connect(server_dsn, autocommit=True) as admin:
-        admin.execute(sql.SQL("drop database if exists {} with (force)").format(name))
-        admin.execute(sql.SQL("create database {}").format(name))
+        admin.execute(sql.SQL("drop database if exists {} with (force)").format(identifier))
+        admin.execute(sql.SQL("create database {}").format(identifier))
     try:
-        yield make_conninfo(server_dsn, dbname=BENCH_DATABASE)
+        yield make_conninfo(server_dsn, dbname=name)
     finally:
         if not keep:
             with psycopg.connect(server_dsn, autocommit=True) as admin:
-                admin.execute(sql.SQL("drop database if exists {} with (force)").format(name))
+                admin.execute(sql.SQL("drop database if exists {} with (force)").format(identifier))
+
+
+def database_name(dsn: str) -> str:
+    return str(conninfo_to_dict(dsn)["dbname"])
 
 
 def prepare(dsn: str) -> None:

@@ -1,8 +1,11 @@
 """Claim latency: `fairqueue.claim.claim_batch` with a constant pending backlog as history grows.
 
-Only the claim is timed (its expiry step, the claim query and the commit, as the library runs
-them). Each claimed batch is then given back with `fairqueue.claim.release`, outside the timed
-section, so pending stays constant and the served counts return to where they were.
+One pass per pending backlog (10k and 1M in the full run): the backlog is loaded fresh, then
+last-day history is grown through each size (up to 10M rows, generated in SQL) and the claim is
+sampled at each. Only the claim is timed (its expiry step, the claim query and the commit, as
+the library runs them). Each claimed batch is then given back with `fairqueue.claim.release`,
+outside the timed section, so pending stays constant and the served counts return to where
+they were.
 """
 
 from __future__ import annotations
@@ -214,6 +217,7 @@ def case(
     conn: Connection,
     sizes: Sizes,
     *,
+    pending: int,
     history: int,
     history_age: str,
     load_s: float,
@@ -224,7 +228,7 @@ def case(
     return LatencyCase(
         history=history,
         history_age=history_age,
-        pending=sizes.pending,
+        pending=pending,
         batch=sizes.claim_batch,
         samples=len(samples),
         p50_ms=percentile(samples, 50),
@@ -240,20 +244,32 @@ def case(
     )
 
 
-def fresh_backlog(conn: Connection, sizes: Sizes) -> None:
+def fresh_backlog(conn: Connection, sizes: Sizes, pending: int) -> None:
     database.reset(conn)
     load.create_owners(conn, sizes)
-    load.insert_pending(conn, sizes, JOB_TYPE, sizes.pending)
+    load.insert_pending(conn, sizes, JOB_TYPE, pending)
 
 
 def last_day_history(conn: Connection, sizes: Sizes, progress: Progress) -> list[LatencyCase]:
-    """Pending fixed; done history finished over the last 23 hours grown through each size."""
-    fresh_backlog(conn, sizes)
+    """Each pending backlog in turn, with done history finished over the last 23 hours grown
+    through each size."""
+    return [
+        found
+        for pending in sizes.pendings
+        for found in _last_day_history(conn, sizes, pending, progress)
+    ]
+
+
+def _last_day_history(
+    conn: Connection, sizes: Sizes, pending: int, progress: Progress
+) -> list[LatencyCase]:
+    progress(f"claim latency: {pending:,} pending")
+    fresh_backlog(conn, sizes, pending)
     cases: list[LatencyCase] = []
     loaded = 0
     load_s = 0.0
     for target in sizes.histories:
-        progress(f"claim latency: loading last-day history to {target:,} rows")
+        progress(f"claim latency: {pending:,} pending, loading history to {target:,} rows")
         loaded_now = load.insert_history(
             conn,
             sizes,
@@ -266,11 +282,15 @@ def last_day_history(conn: Connection, sizes: Sizes, progress: Progress) -> list
         loaded = target
         load_s += loaded_now.seconds
         settle(conn)
-        progress(f"claim latency: {sizes.samples} claims with {target:,} rows of history")
+        progress(
+            f"claim latency: {sizes.samples} claims, {pending:,} pending,"
+            f" {target:,} rows of history"
+        )
         cases.append(
             case(
                 conn,
                 sizes,
+                pending=pending,
                 history=target,
                 history_age="last 23 h",
                 load_s=load_s,
@@ -283,7 +303,8 @@ def last_day_history(conn: Connection, sizes: Sizes, progress: Progress) -> list
 def expired_history(conn: Connection, sizes: Sizes, progress: Progress) -> LatencyCase:
     """History 25-47 hours old that the counter still counts (the watermark is two days back,
     as after a day without claims): the first claim's expire_served must pass all of it."""
-    fresh_backlog(conn, sizes)
+    pending = sizes.pendings[0]
+    fresh_backlog(conn, sizes, pending)
     conn.execute("update fairqueue.served_watermark set watermark = now() - interval '3 days'")
     count = sizes.expired_history
     progress(f"claim latency: loading {count:,} rows of history older than a day")
@@ -309,6 +330,7 @@ def expired_history(conn: Connection, sizes: Sizes, progress: Progress) -> Laten
     return case(
         conn,
         sizes,
+        pending=pending,
         history=count,
         history_age="25-47 h (expired by the first claim)",
         load_s=loaded.seconds,

@@ -8,12 +8,14 @@ are spread deterministically (a multiplicative hash of ``i``), so runs are compa
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from fairqueue.db import Connection
 from fairqueue.plans import PLANS
 from fairqueue.tenants import resume_group, set_plan
 
+from .arrivals import Arrival
 from .sizes import Sizes
 
 # Plan mix by tenant number mod 10, as ranks from the lowest priority: 60 % / 30 % / 10 %.
@@ -83,6 +85,30 @@ def insert_pending(conn: Connection, sizes: Sizes, job_type: str, count: int) ->
         conn.execute(
             _PENDING,
             {"type": job_type, "first": 1, "last": count, **_owner_params(sizes)},
+        )
+
+
+# Pending jobs in arrival order: created (and due) one millisecond apart, the last just now.
+_ARRIVALS = """
+insert into fairqueue.jobs (type, payload, tenant_id, group_id, created_at, run_after)
+select %(type)s, jsonb_build_object('n', a.n), a.tenant_id, a.group_id, t.at, t.at
+  from unnest(%(tenants)s::text[], %(groups)s::text[])
+         with ordinality as a (tenant_id, group_id, n),
+       lateral (select now() - make_interval(secs => (%(count)s - a.n + 1) / 1000.0) as at) as t
+"""
+
+
+def insert_arrivals(conn: Connection, job_type: str, arrivals: Sequence[Arrival]) -> None:
+    """Due pending jobs, one per arrival, whose creation order is the arrival order."""
+    with conn.transaction():
+        conn.execute(
+            _ARRIVALS,
+            {
+                "type": job_type,
+                "tenants": [a.tenant for a in arrivals],
+                "groups": [a.group for a in arrivals],
+                "count": len(arrivals),
+            },
         )
 
 

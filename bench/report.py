@@ -1,183 +1,18 @@
-"""The results: the machine, the figures as ratios, written as JSON and as a markdown table."""
+"""The results written out: JSON, a markdown report with every figure beside its peers', and a
+PNG chart."""
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
-import platform
-from dataclasses import asdict, dataclass
-from datetime import UTC, datetime
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-import psycopg
-
-import fairqueue
-from fairqueue.db import Connection
-
-from .latency import LatencyCase
-from .sizes import Sizes
-from .throughput import LOOP_TITLES, LOOPS, Drain, medians
-
-SETTINGS = ("shared_buffers", "synchronous_commit", "fsync", "jit")
-
-
-@dataclass(frozen=True)
-class Machine:
-    nproc: int
-    memory_gib: float
-    cpu: str
-    postgres: str
-    postgres_settings: dict[str, str]
-    server: str
-    python: str
-    psycopg: str
-    platform: str
-    date: str
-
-
-def _meminfo_gib() -> float:
-    try:
-        with open("/proc/meminfo", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("MemTotal:"):
-                    return round(int(line.split()[1]) / 1024 / 1024, 1)
-    except OSError:
-        pass
-    return 0.0
-
-
-def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
-def _nproc() -> int:
-    """What `nproc` prints: the CPUs this process may run on."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 0
-
-
-def machine(conn: Connection, server: str) -> Machine:
-    def setting(name: str) -> str:
-        row = conn.execute("select current_setting(%s) as value", (name,)).fetchone()
-        assert row is not None
-        return str(row["value"])
-
-    return Machine(
-        nproc=_nproc(),
-        memory_gib=_meminfo_gib(),
-        cpu=_cpu_model(),
-        postgres=setting("server_version"),
-        postgres_settings={name: setting(name) for name in SETTINGS},
-        server=server,
-        python=platform.python_version(),
-        psycopg=psycopg.__version__,
-        platform=platform.platform(),
-        date=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
-    )
-
-
-def library_fingerprint() -> str:
-    """A digest of the library's code, queries and migrations: which fairqueue was measured."""
-    root = Path(fairqueue.__file__).resolve().parent
-    files = [
-        *sorted(root.glob("*.py")),
-        *sorted((root / "queries").glob("*.sql")),
-        *sorted((root / "migrations").glob("*.sql")),
-    ]
-    digest = hashlib.sha256()
-    for path in files:
-        digest.update(path.relative_to(root).as_posix().encode())
-        digest.update(path.read_bytes())
-    return digest.hexdigest()[:12]
-
-
-@dataclass(frozen=True)
-class Results:
-    mode: str
-    machine: Machine
-    # library_fingerprint() when the run started, and whether it differed when it ended.
-    library: str
-    library_changed: bool
-    sizes: Sizes
-    throughput: list[Drain]
-    latency: list[LatencyCase]
-    elapsed_s: float
-
-    @property
-    def drains(self) -> list[Drain]:
-        """One run per loop and invocation count: the median of the repeats."""
-        return medians(self.throughput)
-
-    def bare_rate(self, invocations: int) -> float:
-        for d in self.drains:
-            if d.loop == "bare" and d.invocations == invocations:
-                return d.done_per_s
-        raise LookupError(f"no bare run with {invocations} invocations")
-
-    def vs_bare(self, drain: Drain) -> float:
-        return drain.done_per_s / self.bare_rate(drain.invocations)
-
-    @property
-    def baseline(self) -> LatencyCase:
-        return self.latency[0]
-
-    def as_json(self) -> dict[str, Any]:
-        base = self.baseline
-        return {
-            "benchmark": "fairqueue #2: pipeline throughput and claim latency",
-            "mode": self.mode,
-            "machine": asdict(self.machine),
-            "library": self.library,
-            "library_changed_during_run": self.library_changed,
-            "sizes": asdict(self.sizes),
-            "elapsed_s": round(self.elapsed_s, 1),
-            "throughput": [
-                {
-                    **asdict(d),
-                    "title": LOOP_TITLES[d.loop],
-                    "claimed_per_s": round(d.claimed_per_s, 1),
-                    "completed_per_s": round(d.done_per_s, 1),
-                    "ratio_to_bare": round(self.vs_bare(d), 4),
-                    "run_errors_all_runs": sum(
-                        r.run_errors
-                        for r in self.throughput
-                        if (r.loop, r.invocations) == (d.loop, d.invocations)
-                    ),
-                    "completed_per_s_all_runs": [
-                        round(r.done_per_s, 1)
-                        for r in self.throughput
-                        if (r.loop, r.invocations) == (d.loop, d.invocations)
-                    ],
-                }
-                for d in self.drains
-            ],
-            "claim_latency": [
-                {
-                    **asdict(c),
-                    "p50_ratio_to_baseline": round(c.p50_ms / base.p50_ms, 3),
-                    "p99_ratio_to_baseline": round(c.p99_ms / base.p99_ms, 3),
-                }
-                for c in self.latency
-            ],
-        }
-
-
-def count(n: int) -> str:
-    """10000 -> 10k, 1000000 -> 1M; anything else with separators."""
-    for unit, suffix in ((1_000_000, "M"), (1_000, "k")):
-        if n >= unit and n % unit == 0:
-            return f"{n // unit}{suffix}"
-    return f"{n:,}"
+from . import chart
+from .formats import MIB, count, percent, plural, ratio, title
+from .results import BARE, FAIRQUEUE, Results
+from .targets import evaluate
+from .throughput import LOOP_TITLES, LOOPS
 
 
 def _table(header: list[str], align: str, rows: list[list[str]]) -> list[str]:
@@ -187,56 +22,191 @@ def _table(header: list[str], align: str, rows: list[list[str]]) -> list[str]:
     return lines
 
 
-def markdown(results: Results) -> str:
-    m, s = results.machine, results.sizes
+def drain_rows(results: Results) -> list[dict[str, Any]]:
+    """Per worker count: each system's jobs/s and fairqueue's ratio to each."""
+    rows = []
+    for workers in results.sizes.invocations:
+        rates = {s: results.rate(s, workers) for s in results.systems}
+        ours = rates[FAIRQUEUE]
+        rows.append(
+            {
+                "workers": workers,
+                "jobs_per_s": {s: round(r, 1) if r else None for s, r in rates.items()},
+                "fairqueue_over": {
+                    s: round(ours / r, 4) if ours and r else None
+                    for s, r in rates.items()
+                    if s != FAIRQUEUE
+                },
+            }
+        )
+    return rows
+
+
+def as_json(results: Results) -> dict[str, Any]:
+    base = {c.pending: c for c in results.last_day if c.history == _base_history(results)}
+    return {
+        "benchmark": "fairqueue beside pgqueuer and procrastinate: drain, claim latency,"
+        " fairness under skew, table health",
+        "mode": results.mode,
+        "machine": asdict(results.machine),
+        "library": results.library,
+        "library_changed_during_run": results.library_changed,
+        "sizes": asdict(results.sizes),
+        "settings": results.settings,
+        "elapsed_s": round(results.elapsed_s, 1),
+        "targets": [asdict(t) for t in evaluate(results)],
+        "drain": drain_rows(results),
+        "peer_drains": [
+            {**asdict(d), "completed_per_s": round(d.done_per_s, 1)} for d in results.peer_drains
+        ],
+        "throughput": [
+            {
+                **asdict(d),
+                "title": LOOP_TITLES[d.loop],
+                "claimed_per_s": round(d.claimed_per_s, 1),
+                "completed_per_s": round(d.done_per_s, 1),
+                "ratio_to_bare": round(results.vs_bare(d), 4),
+                "run_errors_all_runs": sum(
+                    r.run_errors
+                    for r in results.throughput
+                    if (r.loop, r.invocations) == (d.loop, d.invocations)
+                ),
+                "completed_per_s_all_runs": [
+                    round(r.done_per_s, 1)
+                    for r in results.throughput
+                    if (r.loop, r.invocations) == (d.loop, d.invocations)
+                ],
+            }
+            for d in results.drains
+        ],
+        "claim_latency": [
+            {
+                **asdict(c),
+                "p99_ratio_to_base_history": round(c.p99_ms / base[c.pending].p99_ms, 3)
+                if c.pending in base
+                else None,
+            }
+            for c in results.latency
+        ],
+        "fairness": [
+            {
+                **asdict(f),
+                "jain_mean": round(f.jain_mean, 4),
+                "jain_min": round(f.jain_min, 4),
+                "scored_windows": len(f.scored),
+            }
+            for f in results.fairness
+        ],
+        "health": [
+            {**asdict(h), "hot_ratio": h.hot_ratio, "dead_ratio": h.dead_ratio}
+            for h in results.health
+        ],
+    }
+
+
+def _base_history(results: Results) -> int:
+    """The history the latency ratios are against: the second size (100k in the full run)."""
+    histories = results.sizes.histories
+    return histories[1] if len(histories) > 1 else histories[0]
+
+
+def machine_section(results: Results) -> list[str]:
+    m = results.machine
     pg = ", ".join(f"{k} {v}" for k, v in m.postgres_settings.items())
-    runs = "one run" if s.repeats == 1 else f"the median of {s.repeats} runs"
-    out = [
-        f"## fairqueue benchmark ({results.mode})",
-        "",
-        *_table(
-            ["machine", ""],
-            "ll",
-            [
-                ["nproc", str(m.nproc)],
-                ["memory", f"{m.memory_gib} GiB"],
-                ["CPU", m.cpu],
-                ["Postgres", f"{m.postgres}, {m.server}; {pg}"],
-                ["Python", f"{m.python} (psycopg {m.psycopg})"],
-                ["fairqueue", f"sources sha256 {results.library}"],
-                ["date", m.date],
-            ],
-        ),
-        "",
-        f"### Throughput: {s.throughput_jobs:,} no-op jobs, batch {s.throughput_batch},"
-        f" {s.tenants} tenants / {s.groups:,} groups",
-        "",
-        f"Each invocation is a process; each row is {runs}. Ratios are completed/s against the"
-        " bare loop with as many invocations.",
-        "",
-    ]
-    drains = sorted(results.drains, key=lambda d: (d.invocations, LOOPS.index(d.loop)))
-    out += _table(
-        ["loop", "invocations", "seconds", "claimed/s", "completed/s", "vs bare", "run errors"],
-        "lrrrrrr",
+    packages = ", ".join(f"{k} {v}" for k, v in m.packages.items())
+    return _table(
+        ["machine", ""],
+        "ll",
         [
-            [
-                LOOP_TITLES[d.loop],
-                str(d.invocations),
-                f"{d.seconds:.2f}",
-                f"{d.claimed_per_s:,.0f}",
-                f"{d.done_per_s:,.0f}",
-                f"{results.vs_bare(d):.3f}",
-                str(d.run_errors) if d.loop == "fairqueue" else "-",
-            ]
-            for d in drains
+            ["nproc", str(m.nproc)],
+            ["memory", f"{m.memory_gib} GiB"],
+            ["CPU", m.cpu],
+            ["Postgres", f"{m.postgres}, {m.server}; {pg}"],
+            ["Python", f"{m.python} ({packages})"],
+            ["fairqueue", f"sources sha256 {results.library}"],
+            ["date", m.date],
         ],
     )
+
+
+def targets_section(results: Results) -> list[str]:
+    rows = [
+        [t.goal, t.fairqueue, t.other, f"{t.ratio:.2f}", "met" if t.met else "**not met**"]
+        for t in evaluate(results)
+    ]
+    return [
+        "### Targets",
+        "",
+        "Reported, not asserted. Drain targets compare each system at its best worker count;"
+        " the ratio is fairqueue's figure over the other.",
+        "",
+        *_table(["target", "fairqueue", "compared with", "ratio", ""], "lllrl", rows),
+    ]
+
+
+def drain_section(results: Results) -> list[str]:
+    s = results.sizes
+    runs = "one run" if s.repeats == 1 else f"the median of {s.repeats} runs"
+    systems = results.systems
+    # The peers first, then the ceiling, as the issue orders the ratios.
+    others = [x for x in systems if x not in (FAIRQUEUE, BARE)] + [BARE]
+    rows = []
+    for row in drain_rows(results):
+        rates = row["jobs_per_s"]
+        rows.append(
+            [
+                str(row["workers"]),
+                *(f"{rates[x]:,.0f}" if rates[x] else "-" for x in systems),
+                *(ratio(rates[FAIRQUEUE], rates[x]) for x in others),
+            ]
+        )
+    header = [
+        "workers",
+        *(f"{title(x)} jobs/s" for x in systems),
+        *(f"fairqueue / {title(x)}" for x in others),
+    ]
+    return [
+        f"### Drain: {s.throughput_jobs:,} no-op jobs preloaded, then drained",
+        "",
+        "Each worker is a process of its own; jobs/s is from the first claim to the last"
+        f" completion; each figure is {runs}. Settings:",
+        "",
+        *(f"- {title(x)}: {results.settings[x]}" for x in systems),
+        "",
+        *_table(header, "r" * len(header), rows),
+        "",
+        *fairqueue_loops_section(results),
+    ]
+
+
+def fairqueue_loops_section(results: Results) -> list[str]:
+    """fairqueue beside the bare loop on its own table: where its time goes."""
+    drains = sorted(results.drains, key=lambda d: (d.invocations, LOOPS.index(d.loop)))
+    lines = [
+        "fairqueue beside the bare loop on a minimal table and on fairqueue.jobs (its indexes and"
+        " served trigger, no fairness):",
+        "",
+        *_table(
+            ["loop", "workers", "seconds", "completed/s", "vs bare", "run errors"],
+            "lrrrrr",
+            [
+                [
+                    LOOP_TITLES[d.loop],
+                    str(d.invocations),
+                    f"{d.seconds:.2f}",
+                    f"{d.done_per_s:,.0f}",
+                    f"{results.vs_bare(d):.3f}",
+                    str(d.run_errors) if d.loop == FAIRQUEUE else "-",
+                ]
+                for d in drains
+            ],
+        ),
+    ]
     failed = [d for d in results.throughput if d.run_errors]
     if failed:
         total = sum(d.run_errors for d in failed)
         example = (failed[0].run_error_example or "").replace("\n", " ")
-        out += [
+        lines += [
             "",
             f"Run errors: {total} fairqueue run(s) across all repeats stopped on an error and were"
             f" followed by a new run (as the next cron tick would), e.g. `{example}`.",
@@ -244,63 +214,188 @@ def markdown(results: Results) -> str:
     shares = [
         f"x{d.invocations}: {d.completion_share:.0%}"
         for d in drains
-        if d.loop == "fairqueue" and d.completion_share is not None
+        if d.loop == FAIRQUEUE and d.completion_share is not None
     ]
     if shares:
-        out += [
+        lines += [
             "",
             "Share of a fairqueue invocation's time spent running batches (the no-op handlers and"
             " marking the jobs done); the rest is claiming: " + ", ".join(shares) + ".",
         ]
-    base = results.baseline
-    out += [
-        "",
-        f"### Claim latency: claim_batch (batch {s.claim_batch}) with {s.pending:,} pending",
-        "",
-        f"Only the claim is timed; {s.samples} claims per row, each batch released untimed."
-        f" Ratios are against the {count(base.history)}-history row.",
-        "",
-    ]
+    return lines
+
+
+def latency_section(results: Results) -> list[str]:
+    s = results.sizes
+    base_history = _base_history(results)
+    base = {c.pending: c for c in results.last_day if c.history == base_history}
     rows = []
     for c in results.latency:
         age = c.history_age
         if c.first_claim_ms is not None:
             age += f"; first claim {c.first_claim_ms:,.0f} ms"
+        against = base.get(c.pending)
         rows.append(
             [
+                count(c.pending),
                 count(c.history),
                 age,
                 f"{c.p50_ms:.2f}",
                 f"{c.p99_ms:.2f}",
-                f"{c.p50_ms / base.p50_ms:.2f}",
-                f"{c.p99_ms / base.p99_ms:.2f}",
+                ratio(c.p99_ms, against.p99_ms if against else None),
                 f"{c.served_rows:,}",
                 f"{c.plan.scan_rows_estimated:,} / {c.plan.scan_rows_actual:,}",
                 c.plan.joins,
             ]
         )
-    out += _table(
-        [
-            "history",
-            "finished",
-            "p50 ms",
-            "p99 ms",
-            "p50 ratio",
-            "p99 ratio",
-            "served rows",
-            "claimable rows est. / actual",
-            "claim joins",
-        ],
-        "llrrrrrrl",
-        rows,
-    )
-    out += [
+    return [
+        f"### Claim latency: claim_batch (batch {s.claim_batch}), fairness on",
+        "",
+        f"Only the claim is timed; {s.samples} claims per row, each batch released untimed."
+        f" History is generated in SQL (generate_series). p99 ratios are against the"
+        f" {count(base_history)}-history row with the same pending backlog.",
+        "",
+        *_table(
+            [
+                "pending",
+                "history",
+                "finished",
+                "p50 ms",
+                "p99 ms",
+                f"p99 vs {count(base_history)}",
+                "served rows",
+                "jobs rows est. / actual",
+                "claim joins",
+            ],
+            "rrlrrrrrl",
+            rows,
+        ),
         "",
         "The last two columns are from one EXPLAIN ANALYZE of the claim query per row (rolled"
-        " back): in its ranking step, the planner's estimate of the claimable jobs against the"
-        " real count, and the join methods it chose from that estimate.",
+        " back): the rows its ranking step reads from fairqueue.jobs, estimated and actual, and"
+        " the join methods the planner chose.",
     ]
-    out += ["", f"Whole run: {results.elapsed_s:.0f} s."]
+
+
+def fairness_section(results: Results) -> list[str]:
+    s = results.sizes
+    rows = [
+        [
+            title(f.system),
+            f"{f.groups:,}",
+            f"{len(f.scored)} of {len(f.jain)}",
+            f"{f.jain_mean:.3f}",
+            f"{f.jain_min:.3f}",
+            f"{f.longest_wait:,} ({f.longest_wait / f.jobs:.0%})",
+            f"{f.longest_wait_s:.2f}",
+            f"{f.longest_wait_group} ({f.longest_wait_plan})",
+            f"{f.seconds:.1f}",
+        ]
+        for f in results.fairness
+    ]
+    return [
+        f"### Fairness under skew: {s.fairness_jobs:,} arrivals over {s.groups:,} groups",
+        "",
+        f"One group brings {s.heavy_share:.0%} of the arrivals; the others share the rest in"
+        f" Zipf proportion (exponent {s.zipf_exponent:g}). Tenants have the load's plan mix;"
+        " the peers get each job's plan priority as their job priority and are otherwise first"
+        " in, first out. All arrivals are enqueued in arrival order, then one worker of each"
+        " system drains them.",
+        "",
+        f"Metric (bench/fairness.py): completions in windows of {s.fairness_window:,}. At a"
+        " window's start each group's remaining jobs are its demand; its fair share of the"
+        " window is the max-min fair allocation of the window's completions over the demands,"
+        " plan by plan in priority order. Jain's index of the window is taken over the groups"
+        " with a positive fair share, of completions divided by fair share; windows with fewer"
+        " than two such groups are not scored. The longest wait is the most completions of"
+        " other jobs between two completions of one group (or before its first) while it had"
+        " work waiting.",
+        "",
+        *_table(
+            [
+                "system",
+                "groups",
+                "windows scored",
+                "Jain mean",
+                "Jain worst",
+                "longest wait (completions)",
+                "longest wait s",
+                "waited by",
+                "drain s",
+            ],
+            "lrrrrrrlr",
+            rows,
+        ),
+    ]
+
+
+def health_section(results: Results) -> list[str]:
+    rows = [
+        [
+            title(h.system),
+            h.table,
+            f"{h.churned:,}",
+            f"{h.live_tuples:,}",
+            f"{h.dead_tuples:,}",
+            percent(h.dead_ratio),
+            f"{h.updates:,}",
+            percent(h.hot_ratio),
+            f"{h.deletes:,}",
+            str(h.autovacuums),
+            f"{h.table_bytes / MIB:,.1f}",
+            f"{h.index_bytes / MIB:,.1f}",
+        ]
+        for h in results.health
+    ]
+    return [
+        "### Table health after churn",
+        "",
+        f"Each system's jobs enqueued, claimed and completed in rounds of"
+        f" {results.sizes.churn_round:,} by {plural(results.sizes.churn_workers, 'worker')},"
+        " from emptied"
+        " tables, with autovacuum as configured (bench/health.py). Counts are from"
+        " pg_stat_user_tables after the churn (updates and deletes counted during it), sizes"
+        " from pg_relation_size and pg_indexes_size.",
+        "",
+        *_table(
+            [
+                "system",
+                "table",
+                "jobs churned",
+                "live tuples",
+                "dead tuples",
+                "dead",
+                "updates",
+                "HOT",
+                "deletes",
+                "autovacuums",
+                "table MiB",
+                "indexes MiB",
+            ],
+            "llrrrrrrrrrr",
+            rows,
+        ),
+    ]
+
+
+def markdown(results: Results) -> str:
+    out = [
+        f"## fairqueue benchmark ({results.mode})",
+        "",
+        *machine_section(results),
+        "",
+        *targets_section(results),
+        "",
+        *drain_section(results),
+        "",
+        *latency_section(results),
+        "",
+        *fairness_section(results),
+        "",
+        *health_section(results),
+        "",
+        f"Whole run: {results.elapsed_s:.0f} s.",
+    ]
     if results.library_changed:
         out += ["", "**The library's sources changed during this run: its figures mix versions.**"]
     out += [""]
@@ -308,14 +403,22 @@ def markdown(results: Results) -> str:
 
 
 def write(results: Results, folder: Path) -> list[Path]:
-    """latest.json and latest.md, each written to a .tmp file first and renamed into place."""
+    """latest.json, latest.md and latest.png, each written to a .tmp file first and renamed
+    into place."""
     folder.mkdir(parents=True, exist_ok=True)
-    files = {
-        folder / "latest.json": json.dumps(results.as_json(), indent=2) + "\n",
+    texts = {
+        folder / "latest.json": json.dumps(as_json(results), indent=2) + "\n",
         folder / "latest.md": markdown(results),
     }
-    for path, text in files.items():
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(path)
-    return list(files)
+    for path, text in texts.items():
+        _tmp(path).write_text(text, encoding="utf-8")
+    png = folder / "latest.png"
+    chart.draw(results, _tmp(png))
+    paths = [*texts, png]
+    for path in paths:
+        _tmp(path).replace(path)
+    return paths
+
+
+def _tmp(path: Path) -> Path:
+    return path.with_name(path.name + ".tmp")

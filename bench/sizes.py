@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 
@@ -11,43 +12,71 @@ class Sizes:
     # Who owns the work: tenants (plans mixed) and fairness groups per tenant.
     tenants: int
     groups_per_tenant: int
-    # Throughput: jobs preloaded and drained per run, the stage's batch, invocations compared,
-    # runs of each (the median is reported).
+    # Drain: jobs preloaded and drained per run by every system, fairqueue's batch, the worker
+    # counts compared, runs of each (the median is reported).
     throughput_jobs: int
     throughput_batch: int
     invocations: tuple[int, ...]
     repeats: int
-    # Claim latency: pending kept constant, last-day history grown through `histories`.
-    pending: int
+    # Claim latency: each pending backlog, with last-day history grown through `histories`.
+    pendings: tuple[int, ...]
     claim_batch: int
     histories: tuple[int, ...]
     expired_history: int
     samples: int
     warmup: int
-    # Rows per INSERT ... SELECT generate_series transaction when loading history: small enough
-    # that the served trigger's upserts stay HOT updates instead of chaining row versions.
+    # Rows per INSERT ... SELECT generate_series statement (and transaction) when loading
+    # history. Each statement moves each group's served counter once, so bigger chunks leave
+    # fewer row versions of `served` behind.
     load_chunk: int
+    # Fairness under skew: arrivals, the share of them the heaviest group brings, the Zipf
+    # exponent over the other groups, and the completions per scored window. A window is
+    # several times the groups with arrivals, so a fair share is several completions and the
+    # index measures the order of service rather than rounding to whole jobs.
+    fairness_jobs: int
+    heavy_share: float
+    zipf_exponent: float
+    fairness_window: int
+    # Table health: jobs churned through each system (enqueued, claimed, completed) in rounds
+    # of `churn_round`, drained by `churn_workers` workers. A peer named in `peer_churn` churns
+    # that many instead (one that would take too long at the full count).
+    churn_jobs: int
+    churn_round: int
+    churn_workers: int
+    peer_churn: Mapping[str, int]
 
     @property
     def groups(self) -> int:
         return self.tenants * self.groups_per_tenant
+
+    def churn_for(self, system: str) -> int:
+        return self.peer_churn.get(system, self.churn_jobs)
 
 
 FULL = Sizes(
     mode="full",
     tenants=200,
     groups_per_tenant=5,
-    throughput_jobs=20_000,
+    throughput_jobs=100_000,
     throughput_batch=100,
-    invocations=(1, 2),
-    repeats=3,
-    pending=10_000,
+    invocations=(1, 4, 16),
+    repeats=1,
+    pendings=(10_000, 1_000_000),
     claim_batch=25,
-    histories=(10_000, 100_000, 1_000_000),
+    histories=(0, 100_000, 1_000_000, 10_000_000),
     expired_history=1_000_000,
     samples=300,
     warmup=10,
-    load_chunk=1_000,
+    load_chunk=100_000,
+    fairness_jobs=50_000,
+    heavy_share=0.9,
+    zipf_exponent=1.0,
+    fairness_window=5_000,
+    churn_jobs=1_000_000,
+    churn_round=100_000,
+    churn_workers=4,
+    # About 1,000 jobs/s here: a million would take a quarter of an hour.
+    peer_churn={"procrastinate": 100_000},
 )
 
 SMOKE = Sizes(
@@ -58,11 +87,19 @@ SMOKE = Sizes(
     throughput_batch=20,
     invocations=(1, 2),
     repeats=1,
-    pending=200,
+    pendings=(200, 400),
     claim_batch=25,
-    histories=(100, 300, 1_000),
+    histories=(0, 300, 1_000),
     expired_history=1_000,
     samples=15,
     warmup=2,
     load_chunk=200,
+    fairness_jobs=600,
+    heavy_share=0.9,
+    zipf_exponent=1.0,
+    fairness_window=60,
+    churn_jobs=400,
+    churn_round=200,
+    churn_workers=1,
+    peer_churn={},
 )

@@ -47,6 +47,20 @@ LOOP_TITLES: dict[Loop, str] = {
 }
 
 JOB_TYPE = "bench_noop"
+
+
+def settings(batch: int) -> dict[str, str]:
+    """How the loops run, for the report."""
+    return {
+        "bare": f"psycopg, batch {batch}: FOR UPDATE SKIP LOCKED through a partial index on a"
+        " minimal table, no fairness, the batch completed by one UPDATE",
+        "bare_jobs": f"the bare loop (batch {batch}) on fairqueue.jobs",
+        "fairqueue": f"run_pipeline with a no-op Stage (batch {batch}, concurrency 1), one"
+        " invocation after another per worker process: fair claim (plan, served, age) and"
+        " tenant clamps, as a cron invocation runs it",
+    }
+
+
 LEASE_S = 300.0
 # Longest a drain may take before it counts as hung.
 DRAIN_TIMEOUT_S = 600.0
@@ -248,9 +262,14 @@ def preload(conn: Connection, sizes: Sizes, loop: Loop) -> None:
     )
 
 
-def collect(procs: Sequence[mp.process.BaseProcess], results: Any) -> list[WorkerResult]:
-    found: list[WorkerResult] = []
-    deadline = time.monotonic() + DRAIN_TIMEOUT_S + 60
+def collect(
+    procs: Sequence[mp.process.BaseProcess],
+    results: Any,
+    timeout_s: float = DRAIN_TIMEOUT_S + 60,
+) -> list[Any]:
+    """What each process put on `results`, until all have or `timeout_s` has passed."""
+    found: list[Any] = []
+    deadline = time.monotonic() + timeout_s
     while len(found) < len(procs):
         try:
             found.append(results.get(timeout=1.0))
@@ -265,25 +284,24 @@ def collect(procs: Sequence[mp.process.BaseProcess], results: Any) -> list[Worke
     return found
 
 
-def drain(
-    conn: Connection, dsn: str, sizes: Sizes, loop: Loop, invocations: int, repeat: int = 0
-) -> Drain:
-    """Preload the backlog, drain it with `invocations` processes, check every job is done."""
-    preload(conn, sizes, loop)
+def run_invocations(
+    dsn: str, loop: Loop, batch: int, invocations: int, jobs: int
+) -> list[WorkerResult]:
+    """Drain what is already enqueued with `invocations` processes; check all `jobs` got done."""
     ctx = mp.get_context("spawn")
     barrier = ctx.Barrier(invocations)
     results = ctx.Queue()
     procs = [
         ctx.Process(
             target=worker,
-            args=(loop, dsn, sizes.throughput_batch, f"bench:{loop}:{k}", barrier, results),
+            args=(loop, dsn, batch, f"bench:{loop}:{k}", barrier, results),
             name=f"bench-{loop}-{k}",
         )
         for k in range(invocations)
     ]
     for p in procs:
         p.start()
-    found = collect(procs, results)
+    found: list[WorkerResult] = collect(procs, results)
     errors = [f"{r.name}: {r.error}" for r in found if r.error]
     if len(found) != invocations or errors:
         codes = [p.exitcode for p in procs]
@@ -292,8 +310,17 @@ def drain(
             f" (exit codes {codes}); errors: {errors}"
         )
     done = sum(r.done for r in found)
-    if done != sizes.throughput_jobs:
-        raise BenchError(f"{loop} x{invocations}: {done} of {sizes.throughput_jobs} jobs done")
+    if done != jobs:
+        raise BenchError(f"{loop} x{invocations}: {done} of {jobs} jobs done")
+    return found
+
+
+def drain(
+    conn: Connection, dsn: str, sizes: Sizes, loop: Loop, invocations: int, repeat: int = 0
+) -> Drain:
+    """Preload the backlog, drain it with `invocations` processes, check every job is done."""
+    preload(conn, sizes, loop)
+    found = run_invocations(dsn, loop, sizes.throughput_batch, invocations, sizes.throughput_jobs)
     seconds = max(r.finished for r in found) - min(r.started for r in found)
     busy = sum(r.finished - r.started for r in found)
     return Drain(
@@ -304,7 +331,7 @@ def drain(
         batch=sizes.throughput_batch,
         seconds=seconds,
         claimed=sum(r.claimed for r in found),
-        done=done,
+        done=sum(r.done for r in found),
         claims=sum(r.claims for r in found),
         completion_share=(sum(r.batch_seconds for r in found) / busy)
         if loop == "fairqueue"

@@ -1,7 +1,8 @@
-"""`python -m bench --smoke` runs every workload at tiny sizes against the test's database.
+"""`python -m bench --smoke` runs every workload at tiny sizes against the test's database, with
+pgqueuer and procrastinate in databases of their own beside it.
 
-Only the shape of the results is checked (every section there, every figure positive): timings
-on a shared CI machine say nothing, so none is asserted.
+Only the shape of the results is checked (every section there, every figure positive, the
+chart drawn): timings on a shared CI machine say nothing, so none is asserted.
 """
 
 from __future__ import annotations
@@ -13,6 +14,9 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+PEERS = ("pgqueuer", "procrastinate")
+SYSTEMS = ("bare", "fairqueue", *PEERS)
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
 def run_smoke(dsn: str, out: Path) -> str:
@@ -30,18 +34,40 @@ def run_smoke(dsn: str, out: Path) -> str:
 
 
 def test_smoke_run_has_every_section_with_positive_numbers(admin_dsn: str, tmp_path: Path) -> None:
-    # The bench builds its own tables beside fairqueue's, so it runs as the superuser.
+    # The bench builds its own tables beside fairqueue's and creates the peers' databases, so
+    # it runs as the superuser.
     stdout = run_smoke(admin_dsn, tmp_path)
-    for heading in ("| machine |", "### Throughput", "### Claim latency"):
+    for heading in (
+        "| machine |",
+        "### Targets",
+        "### Drain",
+        "### Claim latency",
+        "### Fairness under skew",
+        "### Table health after churn",
+    ):
         assert heading in stdout
     for loop in ("fairqueue run_pipeline", "bare SKIP LOCKED loop", "bare loop on fairqueue.jobs"):
         assert loop in stdout
+    for ratio in ("fairqueue / pgqueuer", "fairqueue / procrastinate", "fairqueue / bare loop"):
+        assert ratio in stdout
     assert (tmp_path / "latest.md").read_text(encoding="utf-8").strip() == stdout.strip()
+    check_chart(tmp_path / "latest.png")
     results = json.loads((tmp_path / "latest.json").read_text(encoding="utf-8"))
     assert results["mode"] == "smoke"
+    sizes = results["sizes"]
     check_machine(results["machine"])
-    check_throughput(results["throughput"], results["sizes"])
-    check_latency(results["claim_latency"], results["sizes"])
+    check_targets(results["targets"])
+    check_throughput(results["throughput"], sizes)
+    check_drain(results["drain"], results["peer_drains"], sizes)
+    check_latency(results["claim_latency"], sizes)
+    check_fairness(results["fairness"], sizes)
+    check_health(results["health"], sizes)
+
+
+def check_chart(path: Path) -> None:
+    png = path.read_bytes()
+    assert png.startswith(PNG_SIGNATURE)
+    assert len(png) > 10_000  # four panels drawn, not an empty canvas
 
 
 def check_machine(found: dict[str, Any]) -> None:
@@ -49,6 +75,16 @@ def check_machine(found: dict[str, Any]) -> None:
     assert found["memory_gib"] > 0
     for key in ("postgres", "python", "date"):
         assert found[key], key
+    assert set(found["packages"]) >= {"psycopg", *PEERS}
+
+
+def check_targets(targets: list[dict[str, Any]]) -> None:
+    goals = " ".join(t["goal"] for t in targets)
+    for word in ("pgqueuer", "procrastinate", "bare loop", "claim p99", "Jain"):
+        assert word in goals
+    for target in targets:
+        assert isinstance(target["met"], bool)
+        assert target["ratio"] > 0, target["goal"]
 
 
 def check_throughput(rows: list[dict[str, Any]], sizes: dict[str, Any]) -> None:
@@ -65,14 +101,58 @@ def check_throughput(rows: list[dict[str, Any]], sizes: dict[str, Any]) -> None:
             assert 0 < row["completion_share"] <= 1
 
 
+def check_drain(
+    rows: list[dict[str, Any]], peer_drains: list[dict[str, Any]], sizes: dict[str, Any]
+) -> None:
+    assert [r["workers"] for r in rows] == sizes["invocations"]
+    for row in rows:
+        assert set(row["jobs_per_s"]) == set(SYSTEMS)
+        assert all(rate > 0 for rate in row["jobs_per_s"].values()), row
+        assert set(row["fairqueue_over"]) == set(SYSTEMS) - {"fairqueue"}
+        assert all(r > 0 for r in row["fairqueue_over"].values()), row
+    seen = {(d["peer"], d["workers"]) for d in peer_drains}
+    assert seen == {(peer, n) for peer in PEERS for n in sizes["invocations"]}
+    for drain in peer_drains:
+        assert drain["done"] == drain["jobs"] == sizes["throughput_jobs"]
+        assert drain["seconds"] > 0
+
+
 def check_latency(cases: list[dict[str, Any]], sizes: dict[str, Any]) -> None:
-    assert [c["history"] for c in cases] == [*sizes["histories"], sizes["expired_history"]]
+    grid = [(p, h) for p in sizes["pendings"] for h in sizes["histories"]]
+    expired = (sizes["pendings"][0], sizes["expired_history"])
+    assert [(c["pending"], c["history"]) for c in cases] == [*grid, expired]
     for case in cases:
         assert case["samples"] == sizes["samples"]
         assert case["served_rows"] > 0
         assert case["served_drift"] == 0  # the counter agrees with a recount of the jobs
-        for key in ("p50_ms", "p99_ms", "p50_ratio_to_baseline", "p99_ratio_to_baseline"):
-            assert case[key] > 0, (case["history"], key)
-    expired = cases[-1]
-    assert expired["expired_rows"] == sizes["expired_history"]
-    assert expired["first_claim_ms"] > 0
+        for key in ("p50_ms", "p99_ms", "p99_ratio_to_base_history"):
+            assert case[key] > 0, (case["pending"], case["history"], key)
+    assert cases[-1]["expired_rows"] == sizes["expired_history"]
+    assert cases[-1]["first_claim_ms"] > 0
+
+
+def check_fairness(found: list[dict[str, Any]], sizes: dict[str, Any]) -> None:
+    assert [f["system"] for f in found] == ["fairqueue", *PEERS]
+    for result in found:
+        assert result["jobs"] == sizes["fairness_jobs"]
+        assert result["scored_windows"] > 0
+        scored = [j for j in result["jain"] if j is not None]
+        assert all(0 < j <= 1 for j in scored), result["system"]
+        assert 0 < result["longest_wait"] < result["jobs"]
+    # The point of the workload: the same skewed arrivals, first in first out, are served
+    # less evenly than by the fair claim.
+    ours = found[0]["jain_mean"]
+    assert all(ours > f["jain_mean"] for f in found[1:])
+
+
+def check_health(rows: list[dict[str, Any]], sizes: dict[str, Any]) -> None:
+    systems = {r["system"] for r in rows}
+    assert systems == {"fairqueue", *PEERS}
+    for system in systems:
+        jobs_table = next(r for r in rows if r["system"] == system)
+        assert jobs_table["churned"] == sizes["churn_jobs"]
+        assert jobs_table["inserts"] >= sizes["churn_jobs"]
+        assert jobs_table["updates"] >= sizes["churn_jobs"], system  # each job was claimed
+    for row in rows:
+        assert row["table_bytes"] > 0, row["table"]
+        assert row["total_bytes"] >= row["table_bytes"] + row["index_bytes"]

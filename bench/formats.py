@@ -1,0 +1,35 @@
+"""How figures are written, the same in the markdown report and on the chart."""
+
+from __future__ import annotations
+
+TITLES = {
+    "bare": "bare loop",
+    "fairqueue": "fairqueue",
+    "pgqueuer": "pgqueuer",
+    "procrastinate": "procrastinate",
+}
+MIB = 1024 * 1024
+
+
+def title(system: str) -> str:
+    return TITLES.get(system, system)
+
+
+def count(n: int) -> str:
+    """10000 -> 10k, 1000000 -> 1M; anything else with separators."""
+    for unit, suffix in ((1_000_000, "M"), (1_000, "k")):
+        if n >= unit and n % unit == 0:
+            return f"{n // unit}{suffix}"
+    return f"{n:,}"
+
+
+def ratio(ours: float | None, theirs: float | None) -> str:
+    return f"{ours / theirs:.2f}" if ours and theirs else "-"
+
+
+def percent(share: float | None) -> str:
+    return "-" if share is None else f"{share:.0%}"
+
+
+def plural(n: int, noun: str) -> str:
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"

@@ -1,0 +1,172 @@
+"""Table health after churn: what a million jobs leave behind in each system's tables.
+
+Each system starts from emptied tables and churns its jobs in rounds: a round's jobs are
+enqueued in bulk, its tables analyzed, then the jobs drained by the system's own workers
+(`churn_workers` processes, at their drain settings). The ANALYZE is what autovacuum would do
+soon after a bulk load; without it a plan made for the emptied table can crawl (procrastinate's
+fetch then took minutes per query). Autovacuum runs as the server is configured; nothing is
+vacuumed by hand. Then, per table a job's life writes to,
+from pg_stat_user_tables and the size functions: live and dead tuples, updates and how many
+were HOT (heap-only: no index entry written), autovacuum runs, and table and index size.
+Counters are differences from before the churn; tuples and sizes are as found after it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+from psycopg import sql
+from psycopg.rows import dict_row
+
+from fairqueue.db import Connection, connect
+
+from . import database, load, throughput
+from .arrivals import no_op_jobs
+from .errors import BenchError
+from .peers import Peer, workers
+from .sizes import Sizes
+
+FAIRQUEUE_TABLES = ("fairqueue.jobs", "fairqueue.served")
+# Backends report their table counters within a second or so; a reading is settled when it
+# counts every insert of the churn and has not moved since the previous one.
+SETTLE_POLL_S = 0.25
+SETTLE_TIMEOUT_S = 30.0
+
+STATS = """
+select n_live_tup as live_tuples, n_dead_tup as dead_tuples, n_tup_ins as inserts,
+       n_tup_upd as updates, n_tup_hot_upd as hot_updates, n_tup_del as deletes,
+       autovacuum_count as autovacuums, pg_relation_size(relid) as table_bytes,
+       pg_indexes_size(relid) as index_bytes, pg_total_relation_size(relid) as total_bytes
+  from pg_stat_user_tables
+ where relid = %s::regclass
+"""
+# Counters that accumulate; the rest are read as found.
+COUNTERS = ("inserts", "updates", "hot_updates", "deletes", "autovacuums")
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class TableHealth:
+    system: str
+    table: str
+    churned: int
+    seconds: float
+    live_tuples: int
+    dead_tuples: int
+    inserts: int
+    updates: int
+    hot_updates: int
+    deletes: int
+    autovacuums: int
+    table_bytes: int
+    index_bytes: int
+    total_bytes: int
+
+    @property
+    def hot_ratio(self) -> float | None:
+        return self.hot_updates / self.updates if self.updates else None
+
+    @property
+    def dead_ratio(self) -> float | None:
+        tuples = self.live_tuples + self.dead_tuples
+        return self.dead_tuples / tuples if tuples else None
+
+
+def read_stats(conn: psycopg.Connection[Any], table: str) -> dict[str, int]:
+    row = conn.execute(STATS, (table,)).fetchone()
+    if row is None:
+        raise BenchError(f"no statistics for {table}")
+    return {key: int(value) for key, value in row.items()}
+
+
+def settled_stats(dsn: str, table: str, inserted: int, before: dict[str, int]) -> dict[str, int]:
+    """The table's statistics once every backend has reported its share of the churn."""
+    deadline = time.monotonic() + SETTLE_TIMEOUT_S
+    with psycopg.connect(dsn, autocommit=True, row_factory=dict_row) as conn:
+        previous = read_stats(conn, table)
+        while time.monotonic() < deadline:
+            time.sleep(SETTLE_POLL_S)
+            found = read_stats(conn, table)
+            if found == previous and found["inserts"] - before["inserts"] >= inserted:
+                return found
+            previous = found
+    raise BenchError(f"{table}: statistics did not settle within {SETTLE_TIMEOUT_S:.0f} s")
+
+
+def readings(
+    system: str,
+    dsn: str,
+    tables: tuple[str, ...],
+    churned: int,
+    seconds: float,
+    before: dict[str, dict[str, int]],
+) -> list[TableHealth]:
+    """One row per table; the first table (the jobs table) must count every churned insert."""
+    found = []
+    for position, table in enumerate(tables):
+        after = settled_stats(dsn, table, churned if position == 0 else 0, before[table])
+        counted = {k: after[k] - before[table][k] if k in COUNTERS else after[k] for k in after}
+        found.append(
+            TableHealth(system=system, table=table, churned=churned, seconds=seconds, **counted)
+        )
+    return found
+
+
+def snapshot(dsn: str, tables: tuple[str, ...]) -> dict[str, dict[str, int]]:
+    with psycopg.connect(dsn, autocommit=True, row_factory=dict_row) as conn:
+        return {table: read_stats(conn, table) for table in tables}
+
+
+def analyze(dsn: str, tables: tuple[str, ...]) -> None:
+    """Planner statistics for the round just enqueued; no dead tuple is removed."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for table in tables:
+            conn.execute(sql.SQL("analyze {}").format(sql.Identifier(*table.split("."))))
+
+
+def churn_fairqueue(
+    conn: Connection, dsn: str, sizes: Sizes, progress: Progress
+) -> list[TableHealth]:
+    """Rounds of jobs inserted pending and drained by run_pipeline invocations."""
+    database.reset(conn)
+    load.create_owners(conn, sizes)
+    before = snapshot(dsn, FAIRQUEUE_TABLES)
+    started = time.monotonic()
+    churned = 0
+    while churned < sizes.churn_jobs:
+        count = min(sizes.churn_round, sizes.churn_jobs - churned)
+        # On a connection of its own: a backend reports its counters when it exits, while a
+        # long-lived one may hold them back for seconds.
+        with connect(dsn, autocommit=True) as loader:
+            load.insert_pending(loader, sizes, throughput.JOB_TYPE, count)
+        analyze(dsn, FAIRQUEUE_TABLES)
+        throughput.run_invocations(
+            dsn, "fairqueue", sizes.throughput_batch, sizes.churn_workers, count
+        )
+        churned += count
+        progress(f"table health: fairqueue churned {churned:,} of {sizes.churn_jobs:,} jobs")
+    seconds = time.monotonic() - started
+    return readings("fairqueue", dsn, FAIRQUEUE_TABLES, churned, seconds, before)
+
+
+def churn_peer(peer: Peer, dsn: str, sizes: Sizes, progress: Progress) -> list[TableHealth]:
+    """Rounds of jobs enqueued through the peer and drained by its workers."""
+    total = sizes.churn_for(peer.name)
+    peer.reset(dsn)
+    before = snapshot(dsn, peer.tables)
+    started = time.monotonic()
+    churned = 0
+    while churned < total:
+        count = min(sizes.churn_round, total - churned)
+        peer.enqueue(dsn, no_op_jobs(count))
+        analyze(dsn, peer.tables)
+        workers.run_workers(peer, dsn, sizes.churn_workers, count)
+        churned += count
+        progress(f"table health: {peer.name} churned {churned:,} of {total:,} jobs")
+    seconds = time.monotonic() - started
+    return readings(peer.name, dsn, peer.tables, churned, seconds, before)

@@ -1,0 +1,94 @@
+"""Everything one run measured, and the figures its report compares."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .fairness import FairnessResult
+from .health import TableHealth
+from .latency import LatencyCase
+from .machine import Machine
+from .peers.workers import PeerDrain
+from .sizes import Sizes
+from .throughput import Drain, medians
+
+FAIRQUEUE = "fairqueue"
+BARE = "bare"
+
+
+@dataclass(frozen=True)
+class Results:
+    mode: str
+    machine: Machine
+    # library_fingerprint() when the run started, and whether it differed when it ended.
+    library: str
+    library_changed: bool
+    sizes: Sizes
+    # How each system's workers ran, for the report, by system name.
+    settings: dict[str, str]
+    throughput: list[Drain]
+    peer_drains: list[PeerDrain]
+    latency: list[LatencyCase]
+    fairness: list[FairnessResult]
+    health: list[TableHealth]
+    elapsed_s: float
+
+    @property
+    def drains(self) -> list[Drain]:
+        """One run per loop and invocation count: the median of the repeats."""
+        return medians(self.throughput)
+
+    @property
+    def peer_medians(self) -> list[PeerDrain]:
+        """One run per peer and worker count: the median of the repeats (the lower middle)."""
+        runs: dict[tuple[str, int], list[PeerDrain]] = {}
+        for d in self.peer_drains:
+            runs.setdefault((d.peer, d.workers), []).append(d)
+        return [
+            sorted(group, key=lambda d: d.done_per_s)[(len(group) - 1) // 2]
+            for group in runs.values()
+        ]
+
+    @property
+    def systems(self) -> list[str]:
+        """Every system drained, in report order: the ceiling, fairqueue, then the peers."""
+        peers = dict.fromkeys(d.peer for d in self.peer_drains)
+        return [BARE, FAIRQUEUE, *peers]
+
+    def rate(self, system: str, workers: int) -> float | None:
+        """Completed jobs per second of a system's drain with `workers` workers."""
+        for d in self.drains:
+            if d.loop == system and d.invocations == workers:
+                return d.done_per_s
+        for p in self.peer_medians:
+            if p.peer == system and p.workers == workers:
+                return p.done_per_s
+        return None
+
+    def best(self, system: str) -> tuple[float, int]:
+        """A system's best drain rate and the worker count it came with."""
+        rates = [(self.rate(system, n), n) for n in self.sizes.invocations]
+        found = [(r, n) for r, n in rates if r is not None]
+        if not found:
+            raise LookupError(f"no drain of {system}")
+        return max(found)
+
+    def bare_rate(self, invocations: int) -> float:
+        found = self.rate(BARE, invocations)
+        if found is None:
+            raise LookupError(f"no bare run with {invocations} invocations")
+        return found
+
+    def vs_bare(self, drain: Drain) -> float:
+        return drain.done_per_s / self.bare_rate(drain.invocations)
+
+    def latency_case(self, pending: int, history: int) -> LatencyCase | None:
+        for c in self.latency:
+            if (c.pending, c.history) == (pending, history) and c.first_claim_ms is None:
+                return c
+        return None
+
+    @property
+    def last_day(self) -> list[LatencyCase]:
+        """The last-day history cases (not the expired one)."""
+        return [c for c in self.latency if c.first_claim_ms is None]

@@ -1,0 +1,97 @@
+"""The issue's targets, reported (never asserted): each met or not, with its figures.
+
+Drain targets compare each system at its best worker count; the latency target compares the
+claim's p99 at the largest history with its p99 at the second size (10M against 100k in the
+full run), for each pending backlog; the fairness target is fairqueue's mean Jain's index
+over the scored windows, beside each peer's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .formats import title
+from .results import BARE, FAIRQUEUE, Results
+
+MIN_JAIN = 0.99
+MAX_P99_GROWTH = 2.0
+
+
+@dataclass(frozen=True)
+class Target:
+    goal: str
+    fairqueue: str
+    other: str
+    ratio: float
+    met: bool
+
+
+def _drain(results: Results, system: str, goal: str, at_least: float) -> Target | None:
+    try:
+        theirs, their_workers = results.best(system)
+    except LookupError:
+        return None
+    ours, our_workers = results.best(FAIRQUEUE)
+    ratio = ours / theirs
+    return Target(
+        goal=goal,
+        fairqueue=f"{ours:,.0f} jobs/s (x{our_workers})",
+        other=f"{title(system)} {theirs:,.0f} jobs/s (x{their_workers})",
+        ratio=ratio,
+        met=ratio >= at_least,
+    )
+
+
+def _latency(results: Results) -> list[Target]:
+    histories = results.sizes.histories
+    if len(histories) < 2:
+        return []
+    base, top = histories[1], histories[-1]
+    found = []
+    for pending in results.sizes.pendings:
+        low = results.latency_case(pending, base)
+        high = results.latency_case(pending, top)
+        if low is None or high is None:
+            continue
+        ratio = high.p99_ms / low.p99_ms
+        found.append(
+            Target(
+                goal=f"claim p99 at {top:,} history <= {MAX_P99_GROWTH:g}x its value at"
+                f" {base:,} ({pending:,} pending)",
+                fairqueue=f"{high.p99_ms:.1f} ms",
+                other=f"{low.p99_ms:.1f} ms at {base:,}",
+                ratio=ratio,
+                met=ratio <= MAX_P99_GROWTH,
+            )
+        )
+    return found
+
+
+def _fairness(results: Results) -> list[Target]:
+    ours = next((f for f in results.fairness if f.system == FAIRQUEUE), None)
+    if ours is None:
+        return []
+    peers = [f for f in results.fairness if f.system != FAIRQUEUE]
+    lowest = min((f.jain_mean for f in peers), default=None)
+    return [
+        Target(
+            goal=f"Jain's index under skew >= {MIN_JAIN} (mean of scored windows), FIFO far below",
+            fairqueue=f"{ours.jain_mean:.3f} (worst window {ours.jain_min:.3f})",
+            other=", ".join(f"{f.system} {f.jain_mean:.3f}" for f in peers) or "-",
+            ratio=ours.jain_mean / lowest if lowest else 1.0,
+            met=ours.jain_mean >= MIN_JAIN,
+        )
+    ]
+
+
+def evaluate(results: Results) -> list[Target]:
+    drains = [
+        _drain(results, "pgqueuer", "drain >= pgqueuer's best", 1.0),
+        _drain(results, "procrastinate", "drain >= 25x procrastinate's best", 25.0),
+        _drain(results, BARE, "drain >= half the bare loop's best", 0.5),
+    ]
+    return [
+        *(t for t in drains if t is not None),
+        *_latency(results),
+        *_fairness(results),
+    ]
