@@ -103,6 +103,62 @@ def test_expired_leases_are_found_by_their_own_index(conn) -> None:
     assert any(n.get("Index Name") == "jobs_lease_idx" for n in plan)
 
 
+def batch_statement_plan(conn, function: str, params: dict[str, str], args: list) -> list[dict]:
+    """Every node of the generic plan of the per-tenant statement inside a PL/pgSQL batch
+    function (sql/0009), its variables (`params`: name to $n::type) bound as parameters."""
+    body = conn.execute("select prosrc from pg_proc where oid = %s::regprocedure", (function,))
+    found = re.search(r"return query\s+(.*?);", body.fetchone()["prosrc"], re.S)
+    assert found is not None
+    statement = found.group(1)
+    for name, placeholder in params.items():
+        statement = statement.replace(name, placeholder)
+    with conn.transaction(force_rollback=True), psycopg.ClientCursor(conn) as cur:
+        cur.execute("set local plan_cache_mode = force_generic_plan")
+        cur.execute(f"prepare batch as {statement}")
+        placeholders = ", ".join(["%s"] * len(args))
+        plan = cur.execute(f"explain (format json) execute batch ({placeholders})", args).fetchone()
+        cur.execute("deallocate batch")
+    nodes, todo = [], [plan["QUERY PLAN"][0]["Plan"]]
+    while todo:
+        node = todo.pop()
+        nodes.append(node)
+        todo.extend(node.get("Plans", []))
+    return nodes
+
+
+def test_a_batch_reads_and_completes_its_jobs_by_primary_key(conn) -> None:
+    # Statistics taken while nothing ran, then 2,000 running rows: the planner believes few
+    # jobs run, and a partial index over running rows would look cheap to scan in full.
+    fill(conn)
+    ids = [
+        r["id"]
+        for r in conn.execute(
+            "update fairqueue.jobs set status = 'running', locked_by = 'me',"
+            " lease_until = now() + interval '1 minute' where status = 'pending' returning id"
+        ).fetchall()
+    ][:5]
+    read = batch_statement_plan(
+        conn,
+        "fairqueue.read_claimed(text[], uuid[], text)",
+        {"owner.ids": "$1::uuid[]", "p_locked_by": "$2::text", "running_status": "$3::text"},
+        [ids, "me", "running"],
+    )
+    complete = batch_statement_plan(
+        conn,
+        "fairqueue.complete_claimed(text[], uuid[], jsonb[], text)",
+        {
+            "owner.ids": "$1::uuid[]",
+            "owner.outputs": "$2::jsonb[]",
+            "p_locked_by": "$3::text",
+            "running_status": "$4::text",
+        },
+        [ids, [None] * len(ids), "me", "running"],
+    )
+    for plan in (read, complete):
+        assert {n["Index Name"] for n in plan if "Index Name" in n} == {"jobs_pkey"}
+        assert not [n for n in plan if n["Node Type"] == "Seq Scan"]
+
+
 def test_the_backstop_reads_only_its_partial_index_however_long_the_history(conn) -> None:
     # 30,000 done jobs whose results are decided, and a few still missing theirs.
     fill(conn)

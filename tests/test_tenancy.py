@@ -8,6 +8,7 @@ import threading
 
 import psycopg
 import pytest
+from psycopg.types.json import Jsonb
 
 from fairqueue import Job, Stage, connect, enqueue, run_pipeline
 from fairqueue.tenancy import TenantMismatch, tenant_transaction
@@ -260,3 +261,69 @@ def test_a_follow_up_for_another_tenant_is_refused(dsn, conn) -> None:
     assert row["status"] == "failed"
     assert "cannot enqueue for 'b'" in row["last_error"]
     assert count(conn, "fairqueue.jobs") == 1
+
+
+def claimed_rows(conn, by: str = "me") -> list[dict]:
+    """Every pending job marked running under `by`, as a claim would leave it."""
+    return conn.execute(
+        "update fairqueue.jobs set status = 'running', locked_by = %s,"
+        " lease_until = now() + interval '1 minute' returning id, tenant_id",
+        (by,),
+    ).fetchall()
+
+
+def test_a_batch_read_sees_each_job_only_under_its_own_tenants_clamp(conn, app) -> None:
+    seed_jobs(conn)
+    rows = claimed_rows(conn)
+    ids = [r["id"] for r in rows]
+    with app.transaction():
+        found = app.execute(
+            "select id, tenant_id, payload from fairqueue.read_claimed(%s, %s, 'me')",
+            ([r["tenant_id"] for r in rows], ids),
+        ).fetchall()
+        # The batch leaves the transaction clamped to no one.
+        assert count(app, "fairqueue.jobs") == 0
+    assert sorted((r["id"], r["tenant_id"]) for r in found) == sorted(
+        (r["id"], r["tenant_id"]) for r in rows
+    )
+    assert {r["payload"]["secret"] for r in found} == {"of a", "of b", "of None"}
+    # A job named with the wrong tenant is outside that tenant's clamp: not read.
+    wrong = ["b" if r["tenant_id"] == "a" else "a" for r in rows]
+    assert (
+        app.execute("select id from fairqueue.read_claimed(%s, %s, 'me')", (wrong, ids)).fetchall()
+        == []
+    )
+    # Another claimer's name reads nothing either.
+    tenants = [r["tenant_id"] for r in rows]
+    assert (
+        app.execute(
+            "select id from fairqueue.read_claimed(%s, %s, 'other')", (tenants, ids)
+        ).fetchall()
+        == []
+    )
+
+
+def test_a_batch_completion_writes_each_job_only_under_its_own_tenants_clamp(conn, app) -> None:
+    seed_jobs(conn)
+    rows = claimed_rows(conn)
+    ids = [r["id"] for r in rows]
+    outputs = [Jsonb({"n": k}) for k in range(len(rows))]
+    wrong = ["b" if r["tenant_id"] == "a" else "a" for r in rows]
+    done = app.execute(
+        "select id from fairqueue.complete_claimed(%s, %s, %s, 'me')", (wrong, ids, outputs)
+    ).fetchall()
+    assert done == []
+    assert count(conn, "fairqueue.jobs where status = 'running'") == len(rows)
+    tenants = [r["tenant_id"] for r in rows]
+    done = app.execute(
+        "select id from fairqueue.complete_claimed(%s, %s, %s, 'me')", (tenants, ids, outputs)
+    ).fetchall()
+    assert sorted(r["id"] for r in done) == sorted(ids)
+    stored = conn.execute("select id, status, output from fairqueue.jobs").fetchall()
+    assert {r["status"] for r in stored} == {"done"}
+    assert {r["id"]: r["output"] for r in stored} == {i: {"n": k} for k, i in enumerate(ids)}
+    # Done already: a second completion holds nothing.
+    again = app.execute(
+        "select id from fairqueue.complete_claimed(%s, %s, %s, 'me')", (tenants, ids, outputs)
+    ).fetchall()
+    assert again == []

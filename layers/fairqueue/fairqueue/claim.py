@@ -19,7 +19,7 @@ from psycopg.types.json import Jsonb
 from .db import Connection
 from .plans import PLANS, Plans
 from .queries import query
-from .tenancy import each_tenant, tenant_transaction
+from .tenancy import tenant_transaction
 
 
 @dataclass(frozen=True)
@@ -83,7 +83,7 @@ def claim_batch(
     """Claim up to ``batch`` jobs of a type in fair order, then read them tenant by tenant.
 
     The claim itself crosses tenants and sees ids only; each job's payload is read again under
-    its own tenant's clamp.
+    its own tenant's clamp (one statement for the batch: the server switches the clamp).
     """
     # The expiry commits on its own first (on an autocommit connection), so the claim never
     # holds counter rows locked by it while waiting for others.
@@ -101,13 +101,17 @@ def claim_batch(
                 **plans.claim_params(),
             },
         ).fetchall()
-    grouped = by_tenant((row["tenant_id"], row["id"]) for row in rows)
-    found = each_tenant(
-        conn,
+    if not rows:
+        return []
+    found = conn.execute(
         query("read_claimed"),
-        {tenant_id: {"ids": ids, "locked_by": locked_by} for tenant_id, ids in grouped.items()},
-    )
-    return [ClaimedJob.from_row(row) for rows_of_tenant in found.values() for row in rows_of_tenant]
+        {
+            "tenant_ids": [row["tenant_id"] for row in rows],
+            "ids": [row["id"] for row in rows],
+            "locked_by": locked_by,
+        },
+    ).fetchall()
+    return [ClaimedJob.from_row(row) for row in found]
 
 
 def read_jobs(conn: Connection, tenant_id: str | None, job_ids: list[UUID]) -> list[ClaimedJob]:
@@ -129,24 +133,27 @@ def has_claimable(conn: Connection, job_type: str) -> bool:
     return bool(row and row["claimable"])
 
 
-def complete_for_tenants(
+def complete_claimed(
     conn: Connection,
-    grouped: Mapping[str | None, list[UUID]],
+    owned: list[tuple[str | None, UUID]],
     locked_by: str,
     outputs: Mapping[UUID, dict[str, Any] | None] | None = None,
-) -> dict[str | None, set[UUID]]:
-    """Mark several tenants' jobs done in one transaction, each tenant's under its clamp;
-    per tenant, the ids that were still this claimer's."""
-    given = outputs or {}
-    found = each_tenant(
-        conn,
-        query("complete_many"),
+) -> set[UUID]:
+    """Mark several tenants' jobs (tenant, id) done in one statement, each tenant's under its
+    own clamp; the ids that were still this claimer's."""
+    if not owned:
+        return set()
+    ids = [job_id for _, job_id in owned]
+    rows = conn.execute(
+        query("complete_claimed"),
         {
-            tenant_id: {"ids": ids, "outputs": _stored(ids, given), "locked_by": locked_by}
-            for tenant_id, ids in grouped.items()
+            "tenant_ids": [tenant_id for tenant_id, _ in owned],
+            "ids": ids,
+            "outputs": _stored(ids, outputs or {}),
+            "locked_by": locked_by,
         },
-    )
-    return {tenant_id: {row["id"] for row in rows} for tenant_id, rows in found.items()}
+    ).fetchall()
+    return {row["id"] for row in rows}
 
 
 def _stored(

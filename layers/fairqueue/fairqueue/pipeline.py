@@ -322,15 +322,15 @@ class Pipeline:
         if not succeeded:
             return
         follow_ups = {job.id: self.follow_ups.pop(job.id, []) for job in succeeded}
-        grouped = claim.by_tenant((job.tenant_id, job.id) for job in succeeded)
         done = 0
         bells: list[Doorbell] = []
         with self.db.use() as conn:
             if not any(follow_ups.values()):
-                # Nothing to insert after each completion: every tenant's in one round trip.
-                held_by_tenant = claim.complete_for_tenants(conn, grouped, self.locked_by, outputs)
-                done = sum(len(held) for held in held_by_tenant.values())
+                # Nothing to insert after each completion: every tenant's in one statement.
+                owned = [(job.tenant_id, job.id) for job in succeeded]
+                done = len(claim.complete_claimed(conn, owned, self.locked_by, outputs))
             else:
+                grouped = claim.by_tenant((job.tenant_id, job.id) for job in succeeded)
                 with tenants_transaction(conn) as clamp:
                     for tenant_id, job_ids in grouped.items():
                         clamp(tenant_id)

@@ -8,9 +8,8 @@ are visible only to a transaction that asked for the system clamp.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, LiteralString
 
 from psycopg.pq import TransactionStatus
 
@@ -28,11 +27,8 @@ class TenantMismatch(FairqueueError):
 def _clamp(conn: Connection, tenant_id: str | None) -> None:
     if tenant_id is not None and (not isinstance(tenant_id, str) or not tenant_id):
         raise FairqueueError(f"a tenant id must be a non-empty string or None, got {tenant_id!r}")
-    conn.execute(
-        "select set_config('fairqueue.tenant_id', %(tenant)s, true),"
-        " set_config('fairqueue.system', %(system)s, true)",
-        {"tenant": tenant_id or "", "system": "on" if tenant_id is None else ""},
-    )
+    # The settings are written by one SQL function (sql/0009), which the batch functions call too.
+    conn.execute("select fairqueue.clamp(%(tenant)s)", {"tenant": tenant_id})
 
 
 @contextmanager
@@ -46,29 +42,10 @@ def tenant_transaction(conn: Connection, tenant_id: str | None) -> Iterator[Conn
 @contextmanager
 def tenants_transaction(conn: Connection) -> Iterator[Callable[[str | None], None]]:
     """One transaction that works for one tenant at a time: call the function it yields to
-    clamp the statements that follow to the next tenant. The pipeline reads and completes a
-    batch this way: one commit for the batch, every statement still under one tenant's clamp."""
+    clamp the statements that follow to the next tenant: one commit for several tenants' work,
+    every statement still under one tenant's clamp."""
     with conn.transaction():
         yield lambda tenant_id: _clamp(conn, tenant_id)
-
-
-def each_tenant(
-    conn: Connection, statement: LiteralString, params: Mapping[str | None, dict[str, Any]]
-) -> dict[str | None, list[dict[str, Any]]]:
-    """Run ``statement`` once per tenant, each under that tenant's clamp, all in one
-    transaction sent as one pipeline: the rows each tenant's run returned.
-
-    The pipeline's batch reads and completions work this way: every statement is still under
-    exactly one tenant's clamp, and the batch costs one round trip instead of two per tenant.
-    """
-    if not params:
-        return {}
-    cursors = []
-    with conn.pipeline(), conn.transaction():
-        for tenant_id, values in params.items():
-            _clamp(conn, tenant_id)
-            cursors.append((tenant_id, conn.cursor().execute(statement, values)))
-    return {tenant_id: cursor.fetchall() for tenant_id, cursor in cursors}
 
 
 def clamp_callers_transaction(conn: Connection, tenant_id: str | None) -> None:

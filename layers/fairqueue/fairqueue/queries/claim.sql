@@ -10,11 +10,11 @@ select id, tenant_id
                        %(plan_names)s, %(plan_priorities)s, %(default_priority)s);
 
 -- name: read_claimed
--- Under the tenant's clamp: what the handler needs, for jobs this claimer still holds.
+-- A batch's claimed jobs, each read under its own tenant's clamp (sql/0009): what the handlers
+-- need, for jobs this claimer still holds.
 select id, type, payload, tenant_id, group_id, attempts, max_attempts, lane, delta_of,
-       upstream_id, released_at is not null as released, release_tries
-  from fairqueue.jobs
- where id = any(%(ids)s::uuid[]) and status = 'running' and locked_by = %(locked_by)s;
+       upstream_id, released, release_tries
+  from fairqueue.read_claimed(%(tenant_ids)s::text[], %(ids)s::uuid[], %(locked_by)s);
 
 -- name: read_jobs
 -- Under the tenant's clamp, whatever their status (a failed job for its give-up hook).
@@ -34,6 +34,11 @@ update fairqueue.jobs j
   from unnest(%(ids)s::uuid[], %(outputs)s::jsonb[]) as o (id, output)
  where j.id = o.id and j.status = 'running' and j.locked_by = %(locked_by)s
 returning j.id;
+
+-- name: complete_claimed
+-- A batch's jobs marked done with their outputs, each under its own tenant's clamp (sql/0009).
+select id from fairqueue.complete_claimed(%(tenant_ids)s::text[], %(ids)s::uuid[],
+                                          %(outputs)s::jsonb[], %(locked_by)s);
 
 -- name: retry_or_fail
 -- Backoff counts the attempt the claim already added: 2, then 4, then 8 units (a unit is a
