@@ -8,7 +8,7 @@ import pytest
 from pydantic import BaseModel
 
 from fairqueue import DatabaseUnavailable, Defer, Job, Stage, define_quota, enqueue, run_pipeline
-from fairqueue.claim import claim_batch, complete_many
+from fairqueue.claim import claim_batch, complete_claimed
 from support import age_job, count, job, runs
 
 
@@ -100,10 +100,10 @@ def test_a_claimer_that_lost_its_job_changes_nothing(conn) -> None:
     claim_batch(conn, "lease", batch=1, lease_s=60, locked_by="first")
     age_job(conn, job_id, lease_until=1)
     claim_batch(conn, "lease", batch=1, lease_s=60, locked_by="second")
-    assert complete_many(conn, [job_id], "first") == set()
+    assert complete_claimed(conn, [(None, job_id)], "first") == set()
     row = job(conn, job_id)
     assert (row["status"], row["locked_by"], row["attempts"]) == ("running", "second", 2)
-    assert complete_many(conn, [job_id], "second") == {job_id}
+    assert complete_claimed(conn, [(None, job_id)], "second") == {job_id}
 
 
 def test_the_loop_starts_again_at_the_top_after_every_batch(dsn, conn) -> None:

@@ -5,7 +5,7 @@ import random
 import time
 
 from fairqueue import Stage, enqueue
-from fairqueue.claim import claim_batch, complete_many, retry_or_fail
+from fairqueue.claim import claim_batch, complete_claimed, retry_or_fail
 
 
 def noop(_job: object) -> None:
@@ -45,7 +45,7 @@ def test_counter_matches_the_definition_through_random_transitions(conn) -> None
         elif action < 0.45:
             claim_batch(conn, rng.choice(["s1", "s2"]), batch=3, lease_s=60, locked_by="t")
         elif action < 0.6:
-            complete_many(conn, [rng.choice(ids)], "t")
+            complete_claimed(conn, [(None, rng.choice(ids))], "t")
         elif action < 0.7:
             retry_or_fail(conn, rng.choice(ids), "t", "boom")
         elif action < 0.8:

@@ -162,20 +162,6 @@ def _stored(
     return [None if outputs.get(i) is None else Jsonb(outputs[i]) for i in job_ids]
 
 
-def complete_many(
-    conn: Connection,
-    job_ids: list[UUID],
-    locked_by: str,
-    outputs: Mapping[UUID, dict[str, Any] | None] | None = None,
-) -> set[UUID]:
-    """Mark done, each with its output; returns the ids that were still this claimer's."""
-    rows = conn.execute(
-        query("complete_many"),
-        {"ids": job_ids, "outputs": _stored(job_ids, outputs or {}), "locked_by": locked_by},
-    ).fetchall()
-    return {row["id"] for row in rows}
-
-
 @dataclass(frozen=True)
 class RetryOutcome:
     status: str

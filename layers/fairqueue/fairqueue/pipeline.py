@@ -322,22 +322,26 @@ class Pipeline:
         if not succeeded:
             return
         follow_ups = {job.id: self.follow_ups.pop(job.id, []) for job in succeeded}
-        done = 0
-        bells: list[Doorbell] = []
+        owned = [(job.tenant_id, job.id) for job in succeeded]
         with self.db.use() as conn:
             if not any(follow_ups.values()):
-                # Nothing to insert after each completion: every tenant's in one statement.
-                owned = [(job.tenant_id, job.id) for job in succeeded]
+                # Nothing to insert after the completions: one statement, no transaction.
                 done = len(claim.complete_claimed(conn, owned, self.locked_by, outputs))
             else:
-                grouped = claim.by_tenant((job.tenant_id, job.id) for job in succeeded)
+                bells: list[Doorbell] = []
                 with tenants_transaction(conn) as clamp:
-                    for tenant_id, job_ids in grouped.items():
+                    held = claim.complete_claimed(conn, owned, self.locked_by, outputs)
+                    # Follow-ups only of jobs whose completion held, each under its tenant's clamp.
+                    owed = claim.by_tenant(
+                        (job.tenant_id, job.id)
+                        for job in succeeded
+                        if job.id in held and follow_ups[job.id]
+                    )
+                    for tenant_id, job_ids in owed.items():
                         clamp(tenant_id)
-                        held = claim.complete_many(conn, job_ids, self.locked_by, outputs)
-                        for job_id in held:
+                        for job_id in job_ids:
                             bells.extend(self.insert_follow_ups(conn, follow_ups[job_id]))
-                        done += len(held)
+                done = len(held)
                 ringing.ring(conn, bells)
         tally.done += done
         self.count_lost(tally, len(succeeded) - done)

@@ -26,15 +26,6 @@ select id, type, payload, tenant_id, group_id, attempts, max_attempts, lane, del
 -- name: has_claimable
 select fairqueue.has_claimable(%(type)s) as claimable;
 
--- name: complete_many
--- Each job with its handler's output (NULL for none).
-update fairqueue.jobs j
-   set status = 'done', finished_at = now(), lease_until = null, last_error = null,
-       output = o.output
-  from unnest(%(ids)s::uuid[], %(outputs)s::jsonb[]) as o (id, output)
- where j.id = o.id and j.status = 'running' and j.locked_by = %(locked_by)s
-returning j.id;
-
 -- name: complete_claimed
 -- A batch's jobs marked done with their outputs, each under its own tenant's clamp (sql/0009).
 select id from fairqueue.complete_claimed(%(tenant_ids)s::text[], %(ids)s::uuid[],
