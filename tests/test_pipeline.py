@@ -302,6 +302,16 @@ def test_a_stop_request_finishes_the_job_in_flight_gives_back_the_rest_and_close
     assert runs(conn)[-1]["finished_at"] is not None
 
 
+def test_a_stage_of_concurrency_one_runs_its_handlers_on_the_runs_own_thread(dsn, conn) -> None:
+    threads: list[threading.Thread] = []
+    stage = Stage("inline", handler=lambda j: threads.append(threading.current_thread()), batch=3)
+    for _ in range(3):
+        enqueue(conn, "inline", {})
+    result = run_pipeline(dsn, [stage])
+    assert result.jobs_done == 3
+    assert threads == [threading.current_thread()] * 3
+
+
 def test_an_unreachable_database_is_a_clear_error(monkeypatch) -> None:
     stage = Stage("nowhere", handler=lambda j: None)
     with pytest.raises(DatabaseUnavailable, match="cannot reach the database"):
