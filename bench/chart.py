@@ -14,6 +14,7 @@ from .results import Results
 COLOURS = {
     "bare": "#9e9e9e",
     "fairqueue": "#1f77b4",
+    "fairqueue_groups": "#aec7e8",
     "pgqueuer": "#ff7f0e",
     "procrastinate": "#2ca02c",
 }

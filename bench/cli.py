@@ -98,7 +98,7 @@ def run(dsn: str, sizes: Sizes, server: str, progress: Progress, *, keep: bool) 
         library=library,
         library_changed=changed,
         sizes=sizes,
-        settings={**throughput.settings(sizes.throughput_batch)}
+        settings={**throughput.settings(sizes.throughput_batch, sizes)}
         | {peer.name: peer.settings for peer in PEERS},
         throughput=ours,
         peer_drains=theirs,

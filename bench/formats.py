@@ -5,6 +5,7 @@ from __future__ import annotations
 TITLES = {
     "bare": "bare loop",
     "fairqueue": "fairqueue",
+    "fairqueue_groups": "fairqueue, many groups",
     "pgqueuer": "pgqueuer",
     "procrastinate": "procrastinate",
 }

@@ -79,6 +79,21 @@ def _owner_params(sizes: Sizes) -> dict[str, int]:
     return {"tenants": sizes.tenants, "groups_per_tenant": sizes.groups_per_tenant}
 
 
+_PENDING_UNOWNED = """
+insert into fairqueue.jobs (type, payload, created_at, run_after)
+select %(type)s, jsonb_build_object('n', i), t.at, t.at
+  from generate_series(1, %(count)s::bigint) as i,
+       lateral (select now() - make_interval(secs => mod(i * 7919, 3600) + 1) as at) as t
+"""
+
+
+def insert_pending_unowned(conn: Connection, job_type: str, count: int) -> None:
+    """`count` due pending jobs with no tenant and no group, created over the last hour (the
+    same times as insert_pending's)."""
+    with conn.transaction():
+        conn.execute(_PENDING_UNOWNED, {"type": job_type, "count": count})
+
+
 def insert_pending(conn: Connection, sizes: Sizes, job_type: str, count: int) -> None:
     """`count` due pending jobs, created over the last hour."""
     with conn.transaction():

@@ -10,9 +10,9 @@ from typing import Any
 
 from . import chart
 from .formats import MIB, count, percent, plural, ratio, title
-from .results import BARE, FAIRQUEUE, Results
+from .results import BARE, FAIRQUEUE, FAIRQUEUE_GROUPS, Results
 from .targets import evaluate
-from .throughput import LOOP_TITLES, LOOPS
+from .throughput import FAIRQUEUE_LOOPS, LOOP_TITLES, LOOPS
 
 
 def _table(header: list[str], align: str, rows: list[list[str]]) -> list[str]:
@@ -23,20 +23,24 @@ def _table(header: list[str], align: str, rows: list[list[str]]) -> list[str]:
 
 
 def drain_rows(results: Results) -> list[dict[str, Any]]:
-    """Per worker count: each system's jobs/s and fairqueue's ratio to each."""
+    """Per worker count: each system's jobs/s and the ratio of each fairqueue drain (the peers'
+    jobs, and jobs in many groups) to every other system."""
     rows = []
     for workers in results.sizes.invocations:
         rates = {s: results.rate(s, workers) for s in results.systems}
-        ours = rates[FAIRQUEUE]
+        ratios = {}
+        for ours in (FAIRQUEUE, FAIRQUEUE_GROUPS):
+            rate = rates[ours]
+            ratios[f"{ours}_over"] = {
+                s: round(rate / r, 4) if rate and r else None
+                for s, r in rates.items()
+                if s not in (FAIRQUEUE, FAIRQUEUE_GROUPS)
+            }
         rows.append(
             {
                 "workers": workers,
                 "jobs_per_s": {s: round(r, 1) if r else None for s, r in rates.items()},
-                "fairqueue_over": {
-                    s: round(ours / r, 4) if ours and r else None
-                    for s, r in rates.items()
-                    if s != FAIRQUEUE
-                },
+                **ratios,
             }
         )
     return rows
@@ -149,7 +153,7 @@ def drain_section(results: Results) -> list[str]:
     runs = "one run" if s.repeats == 1 else f"the median of {s.repeats} runs"
     systems = results.systems
     # The peers first, then the ceiling, as the issue orders the ratios.
-    others = [x for x in systems if x not in (FAIRQUEUE, BARE)] + [BARE]
+    others = [x for x in systems if x not in (FAIRQUEUE, FAIRQUEUE_GROUPS, BARE)] + [BARE]
     rows = []
     for row in drain_rows(results):
         rates = row["jobs_per_s"]
@@ -169,7 +173,9 @@ def drain_section(results: Results) -> list[str]:
         f"### Drain: {s.throughput_jobs:,} no-op jobs preloaded, then drained",
         "",
         "Each worker is a process of its own; jobs/s is from the first claim to the last"
-        f" completion; each figure is {runs}. Settings:",
+        f" completion; each figure is {runs}. Every system drains the same jobs (no tenant, no"
+        " group); fairqueue also drains them spread over many groups and tenants, its own"
+        " column (the ratios are of the first). Settings:",
         "",
         *(f"- {title(x)}: {results.settings[x]}" for x in systems),
         "",
@@ -196,7 +202,7 @@ def fairqueue_loops_section(results: Results) -> list[str]:
                     f"{d.seconds:.2f}",
                     f"{d.done_per_s:,.0f}",
                     f"{results.vs_bare(d):.3f}",
-                    str(d.run_errors) if d.loop == FAIRQUEUE else "-",
+                    str(d.run_errors) if d.loop in FAIRQUEUE_LOOPS else "-",
                 ]
                 for d in drains
             ],
@@ -212,9 +218,9 @@ def fairqueue_loops_section(results: Results) -> list[str]:
             f" followed by a new run (as the next cron tick would), e.g. `{example}`.",
         ]
     shares = [
-        f"x{d.invocations}: {d.completion_share:.0%}"
+        f"{title(d.loop)} x{d.invocations}: {d.completion_share:.0%}"
         for d in drains
-        if d.loop == FAIRQUEUE and d.completion_share is not None
+        if d.loop in FAIRQUEUE_LOOPS and d.completion_share is not None
     ]
     if shares:
         lines += [

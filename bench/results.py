@@ -13,6 +13,8 @@ from .sizes import Sizes
 from .throughput import Drain, medians
 
 FAIRQUEUE = "fairqueue"
+# The same pipeline over jobs in many groups and tenants (the peers' jobs have neither).
+FAIRQUEUE_GROUPS = "fairqueue_groups"
 BARE = "bare"
 
 
@@ -51,9 +53,10 @@ class Results:
 
     @property
     def systems(self) -> list[str]:
-        """Every system drained, in report order: the ceiling, fairqueue, then the peers."""
+        """Every system drained, in report order: the ceiling, fairqueue (the peers' jobs, then
+        jobs in many groups), then the peers."""
         peers = dict.fromkeys(d.peer for d in self.peer_drains)
-        return [BARE, FAIRQUEUE, *peers]
+        return [BARE, FAIRQUEUE, FAIRQUEUE_GROUPS, *peers]
 
     def rate(self, system: str, workers: int) -> float | None:
         """Completed jobs per second of a system's drain with `workers` workers."""

@@ -1,9 +1,13 @@
 """Throughput: drain a preloaded backlog with 1..N concurrent invocations, each its own process.
 
-Three loops drain the same number of no-op jobs with the same batch size:
+Four loops drain the same number of no-op jobs with the same batch size:
 
 - ``fairqueue``: `fairqueue.run_pipeline` with a no-op Stage (concurrency 1), as a cron
-  invocation runs it: fair claim, then the handlers, then the jobs marked done.
+  invocation runs it: fair claim, then the handlers, then the jobs marked done. Its jobs are
+  the peers' jobs: no tenant, no group.
+- ``fairqueue_groups``: the same, over jobs spread across every tenant and group of the load
+  (1,000 groups of 200 tenants in the full run): what many groups and tenants cost the claim
+  and the per-tenant statements.
 - ``bare``: this machine's ceiling. A minimal table (bench.bare_jobs), ``FOR UPDATE SKIP
   LOCKED`` in ``run_after`` order through a partial index, no fairness, the batch completed by
   one UPDATE.
@@ -37,11 +41,13 @@ from . import database, load
 from .errors import BenchError
 from .sizes import Sizes
 
-Loop = Literal["bare", "bare_jobs", "fairqueue"]
+Loop = Literal["bare", "bare_jobs", "fairqueue", "fairqueue_groups"]
 # In the order they run and are shown: the ceiling first.
-LOOPS: tuple[Loop, ...] = ("bare", "bare_jobs", "fairqueue")
+LOOPS: tuple[Loop, ...] = ("bare", "bare_jobs", "fairqueue", "fairqueue_groups")
+FAIRQUEUE_LOOPS: tuple[Loop, ...] = ("fairqueue", "fairqueue_groups")
 LOOP_TITLES: dict[Loop, str] = {
     "fairqueue": "fairqueue run_pipeline",
+    "fairqueue_groups": "fairqueue run_pipeline, jobs in many groups and tenants",
     "bare": "bare SKIP LOCKED loop (ceiling)",
     "bare_jobs": "bare loop on fairqueue.jobs",
 }
@@ -49,7 +55,7 @@ LOOP_TITLES: dict[Loop, str] = {
 JOB_TYPE = "bench_noop"
 
 
-def settings(batch: int) -> dict[str, str]:
+def settings(batch: int, sizes: Sizes) -> dict[str, str]:
     """How the loops run, for the report."""
     return {
         "bare": f"psycopg, batch {batch}: FOR UPDATE SKIP LOCKED through a partial index on a"
@@ -57,7 +63,11 @@ def settings(batch: int) -> dict[str, str]:
         "bare_jobs": f"the bare loop (batch {batch}) on fairqueue.jobs",
         "fairqueue": f"run_pipeline with a no-op Stage (batch {batch}, concurrency 1), one"
         " invocation after another per worker process: fair claim (plan, served, age) and"
-        " tenant clamps, as a cron invocation runs it",
+        " tenant clamps, as a cron invocation runs it; the jobs have no tenant and no group,"
+        " like the peers'",
+        "fairqueue_groups": f"the same over jobs spread evenly across {sizes.groups:,} groups"
+        f" of {sizes.tenants:,} tenants (mixed plans): each claim ranks every group with work,"
+        " and a batch is read and marked done under each of its tenants' clamps in turn",
     }
 
 
@@ -239,7 +249,7 @@ def _bare_invocation(loop: Loop, dsn: str, batch: int, name: str, barrier: Barri
 def worker(loop: Loop, dsn: str, batch: int, name: str, barrier: Barrier, results: Any) -> None:
     """One invocation, in its own process: connect, wait for the others, drain, report."""
     try:
-        if loop == "fairqueue":
+        if loop in FAIRQUEUE_LOOPS:
             result = _fairqueue_invocation(dsn, batch, name, barrier)
         else:
             result = _bare_invocation(loop, dsn, batch, name, barrier)
@@ -255,8 +265,11 @@ def preload(conn: Connection, sizes: Sizes, loop: Loop) -> None:
         conn.execute(BARE_PRELOAD, {"count": sizes.throughput_jobs})
         database.vacuum_analyze(conn, "bench.bare_jobs")
         return
-    load.create_owners(conn, sizes)
-    load.insert_pending(conn, sizes, JOB_TYPE, sizes.throughput_jobs)
+    if loop == "fairqueue_groups":
+        load.create_owners(conn, sizes)
+        load.insert_pending(conn, sizes, JOB_TYPE, sizes.throughput_jobs)
+    else:
+        load.insert_pending_unowned(conn, JOB_TYPE, sizes.throughput_jobs)
     database.vacuum_analyze(
         conn, "fairqueue.jobs", "fairqueue.served", "fairqueue.tenants", "fairqueue.groups"
     )
@@ -334,7 +347,7 @@ def drain(
         done=sum(r.done for r in found),
         claims=sum(r.claims for r in found),
         completion_share=(sum(r.batch_seconds for r in found) / busy)
-        if loop == "fairqueue"
+        if loop in FAIRQUEUE_LOOPS
         else None,
         run_errors=sum(len(r.run_errors) for r in found),
         run_error_example=next((e for r in found for e in r.run_errors), None),

@@ -15,7 +15,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 PEERS = ("pgqueuer", "procrastinate")
-SYSTEMS = ("bare", "fairqueue", *PEERS)
+SYSTEMS = ("bare", "fairqueue", "fairqueue_groups", *PEERS)
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
@@ -80,7 +80,7 @@ def check_machine(found: dict[str, Any]) -> None:
 
 def check_targets(targets: list[dict[str, Any]]) -> None:
     goals = " ".join(t["goal"] for t in targets)
-    for word in ("pgqueuer", "procrastinate", "bare loop", "claim p99", "Jain"):
+    for word in ("pgqueuer", "procrastinate", "bare loop", "many groups", "claim p99", "Jain"):
         assert word in goals
     for target in targets:
         assert isinstance(target["met"], bool)
@@ -89,7 +89,7 @@ def check_targets(targets: list[dict[str, Any]]) -> None:
 
 def check_throughput(rows: list[dict[str, Any]], sizes: dict[str, Any]) -> None:
     seen = {(r["loop"], r["invocations"]) for r in rows}
-    loops = ("fairqueue", "bare", "bare_jobs")
+    loops = ("fairqueue", "fairqueue_groups", "bare", "bare_jobs")
     assert seen == {(loop, n) for loop in loops for n in sizes["invocations"]}
     assert {n for _, n in seen} >= {1, 2}
     for row in rows:
@@ -97,7 +97,7 @@ def check_throughput(rows: list[dict[str, Any]], sizes: dict[str, Any]) -> None:
         assert row["claimed"] == row["done"]
         for key in ("seconds", "claimed_per_s", "completed_per_s", "ratio_to_bare"):
             assert row[key] > 0, (row["loop"], key)
-        if row["loop"] == "fairqueue":
+        if row["loop"] in ("fairqueue", "fairqueue_groups"):
             assert 0 < row["completion_share"] <= 1
 
 
@@ -108,8 +108,9 @@ def check_drain(
     for row in rows:
         assert set(row["jobs_per_s"]) == set(SYSTEMS)
         assert all(rate > 0 for rate in row["jobs_per_s"].values()), row
-        assert set(row["fairqueue_over"]) == set(SYSTEMS) - {"fairqueue"}
-        assert all(r > 0 for r in row["fairqueue_over"].values()), row
+        for ours in ("fairqueue", "fairqueue_groups"):
+            assert set(row[f"{ours}_over"]) == set(SYSTEMS) - {"fairqueue", "fairqueue_groups"}
+            assert all(r > 0 for r in row[f"{ours}_over"].values()), row
     seen = {(d["peer"], d["workers"]) for d in peer_drains}
     assert seen == {(peer, n) for peer in PEERS for n in sizes["invocations"]}
     for drain in peer_drains:
