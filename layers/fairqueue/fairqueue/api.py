@@ -421,7 +421,7 @@ def _lane_job(job_id: UUID, identity: Identity, conn: Connection) -> dict[str, A
     """The job, if it is in the caller's lane; 404 otherwise."""
     with tenant_transaction(conn, identity.tenant_id):
         row = conn.execute(
-            query("api_job"),
+            query("lane_job"),
             {"id": job_id, "tenant_id": identity.tenant_id, "lane": identity.lane},
         ).fetchone()
     if row is None:
@@ -464,7 +464,7 @@ def _list(query_params: Mapping[str, Sequence[str]], identity: Identity, conn: C
         raise ApiError(404, "lane_not_found", f"no lane {lanes[0]!r} of yours")
     with tenant_transaction(conn, identity.tenant_id):
         rows = conn.execute(
-            query("api_lane_jobs"), {"tenant_id": identity.tenant_id, "lane": identity.lane}
+            query("lane_jobs"), {"tenant_id": identity.tenant_id, "lane": identity.lane}
         ).fetchall()
     listing = LaneJobs(lane=identity.lane, jobs=[JobView.model_validate(row) for row in rows])
     return Reply(200, listing.model_dump(mode="json"))

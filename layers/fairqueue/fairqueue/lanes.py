@@ -123,7 +123,9 @@ def admit(
             raise DuplicateJob(f"{job_type}: an open job of this tenant has that dedupe key")
         if charge:
             _ledger(conn, tenant_id, -charge, kind="debit", job_id=job_id, note=None)
-        place = 1 if delta_of is not None else _one(conn, "lane_place", {"id": job_id})["place"]
+        place = _one(conn, "lane_job", {"id": job_id, "tenant_id": tenant_id, "lane": lane})[
+            "place"
+        ]
     if row["status"] == "pending":
         ring_when_committed(conn, doorbell_of(job_type, tenant_id, job_id))
     return Admission(job_id=job_id, status=row["status"], place=place)
@@ -150,7 +152,8 @@ def promote_next(conn: Connection, tenant_id: str | None, lane: str) -> UUID | N
 
 
 def lane_jobs(conn: Connection, tenant_id: str | None, lane: str) -> list[dict[str, Any]]:
-    """The lane's open jobs in order: the one holding it, then the queue (deltas last)."""
+    """The lane's open jobs in order: the one holding it, then the queue (deltas last), each
+    with its place."""
     with tenant_scope(conn, tenant_id):
         return conn.execute(query("lane_jobs"), {"tenant_id": tenant_id, "lane": lane}).fetchall()
 

@@ -19,14 +19,24 @@ select exists (
     select 1 from fairqueue.jobs where id = %(id)s and tenant_id is not distinct from %(tenant_id)s and lane = %(lane)s
 ) as found;
 
--- name: lane_place
--- Under the tenant's clamp: the job's place in its lane (1 = it holds the lane).
-select count(*) as place
-  from fairqueue.jobs j, fairqueue.jobs me
- where me.id = %(id)s
-   and j.tenant_id is not distinct from me.tenant_id and j.lane = me.lane and j.delta_of is null
-   and j.status in ('queued', 'pending', 'running')
-   and (j.created_at, j.id) <= (me.created_at, me.id);
+-- name: lane_job
+-- Under the tenant's clamp: one job of the lane, and its place in it: 1 holds the lane (a delta
+-- is always 1), n waits behind n - 1 first-pass jobs, a finished job has none. What admission
+-- reports and what the API shows of a job.
+select j.id, j.type, j.status, j.lane, j.delta_of, j.attempts, j.created_at, j.finished_at,
+       j.last_error, j.output,
+       case
+           when j.status not in ('queued', 'pending', 'running') then null
+           when j.delta_of is not null then 1
+           else (select count(*)
+                   from fairqueue.jobs o
+                  where o.tenant_id is not distinct from j.tenant_id and o.lane = j.lane
+                    and o.delta_of is null
+                    and o.status in ('queued', 'pending', 'running')
+                    and (o.created_at, o.id) <= (j.created_at, j.id))
+       end as place
+  from fairqueue.jobs j
+ where j.id = %(id)s and j.tenant_id is not distinct from %(tenant_id)s and j.lane = %(lane)s;
 
 -- name: admit_job
 -- created_at is read after the lane's lock was taken, so the lane's order is admission order
@@ -57,9 +67,16 @@ update fairqueue.jobs
 returning id, type;
 
 -- name: lane_jobs
-select id, type, status, delta_of, created_at
+-- Under the tenant's clamp: the lane's open jobs in order, the one holding it first, deltas
+-- last, each with the place lane_job gives it.
+select id, type, status, lane, delta_of, attempts, created_at, finished_at, last_error, output,
+       case
+           when delta_of is not null then 1
+           else row_number() over (partition by delta_of is null order by created_at, id)
+       end as place
   from fairqueue.jobs
- where tenant_id is not distinct from %(tenant_id)s and lane = %(lane)s and status in ('queued', 'pending', 'running')
+ where tenant_id is not distinct from %(tenant_id)s and lane = %(lane)s
+   and status in ('queued', 'pending', 'running')
  order by (delta_of is not null), created_at, id;
 
 -- name: credit_balance
