@@ -39,8 +39,9 @@ Progress = Callable[[str], None]
 
 @dataclass(frozen=True)
 class ClaimPlan:
-    """What the planner made of the claim query's ranking step (the `ranked` CTE): its estimate
-    of the claimable jobs against the real count, and the join methods chosen from it."""
+    """What the planner made of the claim query: the rows it expected its scans of
+    fairqueue.jobs to return (each scan's estimate times the times it ran) against the rows they
+    returned, and the join methods it chose."""
 
     scan_rows_estimated: int
     scan_rows_actual: int
@@ -165,14 +166,14 @@ def claim_plan(conn: Connection, batch: int) -> ClaimPlan:
         cur.execute("deallocate claim_body")
     assert found is not None
     root: dict[str, Any] = found["QUERY PLAN"][0]["Plan"]
-    ranked = _find(root, lambda node: node.get("Alias") == "r") or root
     estimated = actual = 0
     joins: Counter[str] = Counter()
-    for node in _walk(ranked):
+    for node in _walk(root):
         kind = str(node["Node Type"])
         if kind.endswith("Scan") and node.get("Relation Name") == "jobs":
-            estimated += int(node["Plan Rows"])
-            actual += int(node["Actual Rows"]) * int(node["Actual Loops"])
+            loops = int(node["Actual Loops"])
+            estimated += int(node["Plan Rows"]) * loops
+            actual += int(node["Actual Rows"]) * loops
         if "Join" in kind or kind == "Nested Loop":
             joins[f"{kind} ({str(node.get('Join Type', '')).lower()})"] += 1
     return ClaimPlan(
@@ -189,10 +190,6 @@ def _walk(node: dict[str, Any]) -> list[dict[str, Any]]:
         found.append(current)
         todo.extend(current.get("Plans", []))
     return found
-
-
-def _find(node: dict[str, Any], match: Callable[[dict[str, Any]], bool]) -> dict[str, Any] | None:
-    return next((n for n in _walk(node) if match(n)), None)
 
 
 def settle(conn: Connection) -> None:

@@ -278,8 +278,9 @@ def latency_section(results: Results) -> list[str]:
         ),
         "",
         "The last two columns are from one EXPLAIN ANALYZE of the claim query per row (rolled"
-        " back): the rows its ranking step reads from fairqueue.jobs, estimated and actual, and"
-        " the join methods the planner chose.",
+        " back): the rows its scans of fairqueue.jobs were expected to return (each scan's"
+        " estimate times the times it ran) and returned, and the join methods the planner"
+        " chose.",
     ]
 
 
