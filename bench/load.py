@@ -27,12 +27,16 @@ _OWNER = """
       || '-g' || mod(i / %(tenants)s, %(groups_per_tenant)s) as group_id
 """
 
+# When preloaded job i was created (and became due): spread over the last hour, the same for
+# every loop that preloads a backlog.
+CREATED_AT = "now() - make_interval(secs => mod(i * 7919, 3600) + 1)"
+
 _PENDING = f"""
 insert into fairqueue.jobs (type, payload, tenant_id, group_id, created_at, run_after)
 select %(type)s, jsonb_build_object('n', i), o.tenant_id, o.group_id, t.at, t.at
   from generate_series(%(first)s::bigint, %(last)s::bigint) as i,
        lateral (select {_OWNER}) as o,
-       lateral (select now() - make_interval(secs => mod(i * 7919, 3600) + 1) as at) as t
+       lateral (select {CREATED_AT} as at) as t
 """
 
 # Done jobs: served_at (the generated column) is finished_at. `newest_s` and `span_s` place
@@ -79,11 +83,11 @@ def _owner_params(sizes: Sizes) -> dict[str, int]:
     return {"tenants": sizes.tenants, "groups_per_tenant": sizes.groups_per_tenant}
 
 
-_PENDING_UNOWNED = """
+_PENDING_UNOWNED = f"""
 insert into fairqueue.jobs (type, payload, created_at, run_after)
 select %(type)s, jsonb_build_object('n', i), t.at, t.at
   from generate_series(1, %(count)s::bigint) as i,
-       lateral (select now() - make_interval(secs => mod(i * 7919, 3600) + 1) as at) as t
+       lateral (select {CREATED_AT} as at) as t
 """
 
 

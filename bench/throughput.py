@@ -118,9 +118,9 @@ update fairqueue.jobs set status = 'done', finished_at = now(), lease_until = nu
  where id = any(%(ids)s::uuid[]) and status = 'running' and locked_by = %(by)s
 """
 
-BARE_PRELOAD = """
+BARE_PRELOAD = f"""
 insert into bench.bare_jobs (payload, run_after)
-select jsonb_build_object('n', i), now() - make_interval(secs => mod(i * 7919, 3600) + 1)
+select jsonb_build_object('n', i), {load.CREATED_AT}
   from generate_series(1, %(count)s::bigint) as i
 """
 
