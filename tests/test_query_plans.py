@@ -35,6 +35,11 @@ def door_plan(conn, function: str, args: list) -> list[dict]:
         placeholders = ", ".join(f"%s::{t}" for t in row["types"])
         plan = cur.execute(f"explain (format json) execute door ({placeholders})", args).fetchone()
         cur.execute("deallocate door")
+    return plan_nodes(plan)
+
+
+def plan_nodes(plan: dict) -> list[dict]:
+    """Every node of an EXPLAIN (FORMAT JSON) result, flattened."""
     found, todo = [], [plan["QUERY PLAN"][0]["Plan"]]
     while todo:
         node = todo.pop()
@@ -118,12 +123,7 @@ def batch_statement_plan(conn, function: str, params: dict[str, str], args: list
         placeholders = ", ".join(["%s"] * len(args))
         plan = cur.execute(f"explain (format json) execute batch ({placeholders})", args).fetchone()
         cur.execute("deallocate batch")
-    nodes, todo = [], [plan["QUERY PLAN"][0]["Plan"]]
-    while todo:
-        node = todo.pop()
-        nodes.append(node)
-        todo.extend(node.get("Plans", []))
-    return nodes
+    return plan_nodes(plan)
 
 
 def test_a_batch_reads_and_completes_its_jobs_by_primary_key(conn) -> None:
