@@ -5,6 +5,7 @@ The schema is migrated once into a template database; each test gets a fresh clo
 
 from __future__ import annotations
 
+import logging
 import os
 import tempfile
 import uuid
@@ -87,3 +88,15 @@ def conn(admin_dsn: str) -> Iterator[Connection]:
 
 def database_name(dsn: str) -> str:
     return str(conninfo_to_dict(dsn)["dbname"])
+
+
+@pytest.fixture(autouse=True)
+def library_logger_restored() -> Iterator[None]:
+    """A function loaded in this process sends the library's log lines through its own
+    Powertools logger; the next test gets the library logger back as it was."""
+    library = logging.getLogger("fairqueue")
+    handlers, propagate, level = list(library.handlers), library.propagate, library.level
+    yield
+    library.handlers[:] = handlers
+    library.propagate = propagate
+    library.setLevel(level)

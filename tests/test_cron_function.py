@@ -199,7 +199,7 @@ def test_a_malformed_event_is_a_configuration_error_and_writes_no_run(
 ) -> None:
     add(conn, "cronfn_echo", {})
     handler = load_cron()
-    with pytest.raises(ConfigurationError, match="the cron event") as raised:
+    with pytest.raises(ConfigurationError, match="the scheduled event") as raised:
         handler(event, LocalContext())
     assert message in str(raised.value)
     assert runs(conn) == []

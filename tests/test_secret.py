@@ -7,8 +7,8 @@ import boto3
 import pytest
 from psycopg.conninfo import conninfo_to_dict
 
-from fairqueue.cron import dsn_from_secret
 from fairqueue.errors import ConfigurationError
+from fairqueue.function import dsn_from_secret
 from fairqueue.local import LocalContext, load_module, scheduled_event
 
 pytest_plugins = ["moto_sqs"]  # the moto server on loopback

@@ -16,19 +16,22 @@ from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEventV2
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from fairqueue import api
-from fairqueue.cron import function_setup
 from fairqueue.errors import DatabaseUnavailable
+from fairqueue.function import function_setup, invocation_logging
 
 logger = Logger()
 tracer = Tracer()
 
 # Loading the stages makes their job types known to admit.
-CONNECTION, STAGES = function_setup()
+CONNECTION, STAGES = function_setup(logger)
 CLAIMS = api.ClaimNames.from_env()
 
 
 @logger.inject_lambda_context(clear_state=True)
-@tracer.capture_lambda_handler
+@invocation_logging(logger)
+# Answers carry tenants' jobs, outputs and results: never into traces, which row-level
+# security does not guard.
+@tracer.capture_lambda_handler(capture_response=False, capture_error=False)
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     request = APIGatewayProxyEventV2(event)
     reply = answer(request)

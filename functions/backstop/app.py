@@ -7,37 +7,46 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from fairqueue.backstop import Backstop
-from fairqueue.cron import function_setup
+from fairqueue.function import ScheduledEvent, function_setup, invocation_logging
 
 logger = Logger()
 metrics = Metrics()
 tracer = Tracer()
 
-CONNECTION, STAGES = function_setup()
-BACKSTOP = Backstop(CONNECTION.dsn, STAGES)
+CONNECTION, STAGES = function_setup(logger)
+# The connection is the invocation's (CONNECTION.get()); the backstop holds the stages and
+# the guard that keeps one container's sweeps from stacking.
+BACKSTOP = Backstop(None, STAGES)
 # Kept back from the remaining time so the batch in flight and its hooks can finish.
 MARGIN_S = 15.0
 
 
 @logger.inject_lambda_context(clear_state=True)
-@tracer.capture_lambda_handler
+@invocation_logging(logger)
+@tracer.capture_lambda_handler(capture_response=False, capture_error=False)
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    tick = ScheduledEvent.parse(event)
+    if tick.correlation_id:
+        logger.set_correlation_id(tick.correlation_id)
     budget_s = max(context.get_remaining_time_in_millis() / 1000.0 - MARGIN_S, 0.0)
-    result = BACKSTOP.sweep(budget_s=budget_s)
+    result = BACKSTOP.sweep(budget_s=budget_s, conn=CONNECTION.get())
     if result is None:
+        logger.info("backstop skipped: a sweep of this container is still in flight")
         return {"skipped": "a sweep of this container is still in flight"}
     metrics.add_metric(name="ResultsRescued", unit=MetricUnit.Count, value=result.written)
     metrics.add_metric(name="ResultHooksFired", unit=MetricUnit.Count, value=result.hooks_fired)
     metrics.add_metric(
         name="ResultRenderErrors", unit=MetricUnit.Count, value=len(result.render_errors)
     )
-    return {
+    answer = {
         "written": result.written,
         "refused": result.refused,
-        "renderErrors": result.render_errors,
+        "renderErrors": len(result.render_errors),
         "hooksFired": result.hooks_fired,
         "outputsTrimmed": result.outputs_trimmed,
         "jobsPruned": result.jobs_pruned,
         "interrupted": result.interrupted,
     }
+    logger.info("backstop swept", extra=answer)
+    return answer

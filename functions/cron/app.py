@@ -8,17 +8,20 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.metrics.functions import is_metrics_disabled
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from fairqueue.cron import CronAnswer, ScheduledEvent, function_setup, invoke
+from fairqueue.cron import CronAnswer, invoke
+from fairqueue.function import ScheduledEvent, function_setup, invocation_logging
 
 logger = Logger()
 metrics = Metrics()
 tracer = Tracer()
 
-CONNECTION, STAGES = function_setup()
+CONNECTION, STAGES = function_setup(logger)
 
 
 @logger.inject_lambda_context(clear_state=True)
-@tracer.capture_lambda_handler
+@invocation_logging(logger)
+# A run's answer and errors may carry tenant data: they go to the run row and the logs only.
+@tracer.capture_lambda_handler(capture_response=False, capture_error=False)
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     parsed = ScheduledEvent.parse(event)

@@ -7,22 +7,26 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.metrics.functions import is_metrics_disabled
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from fairqueue.cron import function_setup
+from fairqueue.function import ScheduledEvent, function_setup, invocation_logging
 from fairqueue.sweeper import sweep
 
 logger = Logger()
 metrics = Metrics()
 tracer = Tracer()
 
-CONNECTION, STAGES = function_setup()
+CONNECTION, STAGES = function_setup(logger)
 
 
 @logger.inject_lambda_context(clear_state=True)
-@tracer.capture_lambda_handler
+@invocation_logging(logger)
+@tracer.capture_lambda_handler(capture_response=False, capture_error=False)
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    tick = ScheduledEvent.parse(event)
+    if tick.correlation_id:
+        logger.set_correlation_id(tick.correlation_id)
     conn = CONNECTION.get()
-    result = sweep(CONNECTION.dsn, STAGES, conn=conn)
+    result = sweep(CONNECTION.dsn, STAGES, conn=conn, summary=tick.schedule_context())
     backlog = {s.type: s.backlog for s in result.status}
     stuck = {s.type: s.stuck for s in result.status}
     metrics.add_metric(name="Republished", unit=MetricUnit.Count, value=result.republished)
@@ -40,7 +44,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
                     default_dimensions=metrics.default_dimensions,
                 ) as per_type:
                     per_type.add_dimension(name="JobType", value=job_type)
-    return {
+    answer = {
         "runId": str(result.run_id),
         "republished": result.republished,
         "ringFailures": result.ring_failures,
@@ -49,3 +53,5 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         "backlog": backlog,
         "stuck": stuck,
     }
+    logger.info("sweep closed", extra=answer)
+    return answer

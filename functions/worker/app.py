@@ -13,41 +13,51 @@ from aws_lambda_powertools.utilities.batch.types import PartialItemFailureRespon
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from fairqueue.cron import function_setup
-from fairqueue.doorbells import Doorbell
+from fairqueue.function import function_setup, invocation_logging
 from fairqueue.worker import doorbell_run
 
 logger = Logger()
 metrics = Metrics()
 tracer = Tracer()
-processor = BatchProcessor(event_type=EventType.SQS)
+# A batch whose every message failed is an answer like any other (all of them listed), not a
+# function error that would back the queue's pollers off for everyone's doorbells.
+processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
 
-CONNECTION, STAGES = function_setup()
+CONNECTION, STAGES = function_setup(logger)
 
 
 @logger.inject_lambda_context(clear_state=True)
-@tracer.capture_lambda_handler
+@invocation_logging(logger)
+@tracer.capture_lambda_handler(capture_response=False, capture_error=False)
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
     conn = CONNECTION.get()
-    with doorbell_run(CONNECTION.dsn, STAGES, conn=conn) as run:
+    with doorbell_run(CONNECTION.dsn, STAGES, conn=conn, context=context) as run:
 
         def ring(record: SQSRecord) -> str:
-            # A malformed body raises: that record alone is reported failed.
-            return run.ring(Doorbell.parse(record.body))
+            # Raises for a message that fails: that record alone is reported, logged, counted.
+            return run.ring_message(record.message_id, record.body)
 
         response = process_partial_response(
             event=event, record_handler=ring, processor=processor, context=context
         )
     result = run.pipeline.result()
     counters = run.pipeline.tally.counters
-    metrics.add_metric(
-        name="DoorbellsRan", unit=MetricUnit.Count, value=counters.get("doorbells_ran", 0)
-    )
-    metrics.add_metric(
-        name="DoorbellsDropped", unit=MetricUnit.Count, value=counters.get("doorbells_dropped", 0)
-    )
+    for name, counter in (
+        ("DoorbellsRan", "doorbells_ran"),
+        ("DoorbellsDropped", "doorbells_dropped"),
+        ("DoorbellsFailed", "doorbells_failed"),
+    ):
+        metrics.add_metric(name=name, unit=MetricUnit.Count, value=counters.get(counter, 0))
     metrics.add_metric(name="JobsDone", unit=MetricUnit.Count, value=result.jobs_done)
     metrics.add_metric(name="JobsFailed", unit=MetricUnit.Count, value=result.jobs_failed)
-    logger.info("doorbells handled", extra={"run_id": str(result.run_id), **counters})
+    logger.info(
+        "doorbells handled",
+        extra={
+            "run_id": str(result.run_id),
+            "records": len(event.get("Records") or []),
+            "failed_records": len(response.get("batchItemFailures", [])),
+            **counters,
+        },
+    )
     return response

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from uuid import UUID
 
 from .db import Connection, connect
+from .errors import ConfigurationError
 from .queries import query
 from .results import ResultSettings, fire_hook, record_worker_result
 from .stage import Stage
@@ -59,19 +60,29 @@ class Backstop:
         self._in_flight = threading.Lock()
 
     def sweep(
-        self, stop: threading.Event | None = None, *, budget_s: float | None = None
+        self,
+        stop: threading.Event | None = None,
+        *,
+        budget_s: float | None = None,
+        conn: Connection | None = None,
     ) -> BackstopResult | None:
         """One sweep; None when another sweep of this process is still in flight.
 
         A stop request, or ``budget_s`` running out, ends it between batches: the batch in
-        flight and its hooks always finish.
+        flight and its hooks always finish. ``conn`` is an open autocommit connection to sweep
+        on (a Lambda keeps one across invocations), left open; without it the sweep opens one
+        from the DSN given at construction (or ``DATABASE_URL``) and closes it.
         """
+        if conn is not None and not conn.autocommit:
+            raise ConfigurationError("the backstop sweeps on an autocommit connection")
         if not self._in_flight.acquire(blocking=False):
             return None
         deadline = None if budget_s is None else time.monotonic() + budget_s
         try:
-            with connect(self.dsn, autocommit=True) as conn:
+            if conn is not None:
                 return self._sweep(conn, stop, deadline)
+            with connect(self.dsn, autocommit=True) as owned:
+                return self._sweep(owned, stop, deadline)
         finally:
             self._in_flight.release()
 

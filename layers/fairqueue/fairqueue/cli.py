@@ -14,7 +14,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from . import api, cron, local, serve
+from . import api, cron, function, local, serve
 from .backstop import Backstop
 from .db import Connection, connect
 from .embedded import embedded_dsn
@@ -50,7 +50,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 
 
 def cmd_enqueue(args: argparse.Namespace) -> int:
-    cron.load_stages(args.stages)  # declaring the stages makes their types known
+    function.load_stages(args.stages)  # declaring the stages makes their types known
     try:
         payload = json.loads(args.payload)
     except json.JSONDecodeError as exc:
@@ -70,9 +70,9 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
 
 def cmd_tick(args: argparse.Namespace) -> int:
     dsn = resolve_database(args)
-    stages = cron.load_stages(args.stages)
-    cache = cron.ConnectionCache(lambda: dsn)
-    event = cron.ScheduledEvent.parse(local.scheduled_event())
+    stages = function.load_stages(args.stages)
+    cache = function.ConnectionCache(lambda: dsn)
+    event = function.ScheduledEvent.parse(local.scheduled_event())
     try:
         result = cron.invoke(cache, stages, event, local.LocalContext())
     finally:
@@ -92,7 +92,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         os.environ["FAIRQUEUE_STAGES"] = args.stages
     with connect(dsn) as conn:
         migrate(conn)
-    example = (os.environ.get("FAIRQUEUE_STAGES") or cron.DEFAULT_STAGES) == cron.DEFAULT_STAGES
+    spec = os.environ.get("FAIRQUEUE_STAGES") or function.DEFAULT_STAGES
+    example = spec == function.DEFAULT_STAGES
     if example and not args.no_seed:
         # Autocommit: each tenant's jobs are written in a transaction clamped to that tenant.
         with connect(dsn, autocommit=True) as conn:
@@ -226,7 +227,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     role = args.role or os.environ.get("FAIRQUEUE_ROLE") or "all"
     serve.roles_of(role)
     dsn = resolve_database(args)
-    stages = cron.load_stages(args.stages)
+    stages = function.load_stages(args.stages)
     stop = threading.Event()
 
     def request_stop(signum: int, frame: FrameType | None) -> None:

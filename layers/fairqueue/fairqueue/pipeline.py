@@ -15,7 +15,7 @@ import socket
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
@@ -501,7 +501,7 @@ def invocation(
     deadline: float = float("inf"),
     stop: threading.Event | None = None,
     plans: Plans = PLANS,
-    opening_summary: dict[str, Any] | None = None,
+    opening_summary: Mapping[str, Any] | None = None,
 ) -> Iterator[Pipeline]:
     """One invocation and its one ``runs`` row: opened first, closed whatever happens.
 
@@ -551,8 +551,13 @@ def run_pipeline(
     stop: threading.Event | None = None,
     plans: Plans = PLANS,
     margin_s: float = DEFAULT_MARGIN_S,
+    summary: Mapping[str, Any] | None = None,
 ) -> RunResult:
-    """Run one invocation of the cron pipeline and write its one ``runs`` row."""
+    """Run one invocation of the cron pipeline and write its one ``runs`` row.
+
+    ``summary`` is recorded on the row as it opens (the cron function records the tick that
+    started it there).
+    """
     budget = budget_seconds(time_budget_s, context, margin_s)
     with invocation(
         dsn,
@@ -562,7 +567,7 @@ def run_pipeline(
         deadline=time.monotonic() + budget,
         stop=stop,
         plans=plans,
-        opening_summary={"budget_s": round(budget, 3)},
+        opening_summary={**(summary or {}), "budget_s": round(budget, 3)},
     ) as pipeline:
         try:
             pipeline.stop_reason = pipeline.loop()

@@ -51,6 +51,8 @@ class RunTally:
     interrupted: str | None = None
     # What workers and sweeps count beside the stages: doorbells rung, dropped, republished.
     counters: dict[str, int] = field(default_factory=dict)
+    # The worker's failed queue messages: id and reason, the first few of a run.
+    failed_messages: list[dict[str, str]] = field(default_factory=list)
 
     def count(self, name: str, n: int = 1) -> None:
         self.counters[name] = self.counters.get(name, 0) + n
@@ -82,6 +84,8 @@ class RunTally:
             out["hook_errors"] = self.hook_errors[:20]
         if self.interrupted:
             out["interrupted"] = self.interrupted
+        if self.failed_messages:
+            out["failed_messages"] = self.failed_messages
         out.update(self.counters)
         return out
 

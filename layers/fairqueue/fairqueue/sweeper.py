@@ -9,8 +9,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 from uuid import UUID
 
 from . import lanes, ringing
@@ -41,10 +42,12 @@ def sweep(
     conn: Connection | None = None,
     stale_after_s: float = DEFAULT_STALE_AFTER_S,
     limit: int = 1000,
+    summary: Mapping[str, Any] | None = None,
 ) -> SweepResult:
-    """One sweep, one runs row (trigger ``sweeper``)."""
+    """One sweep, one runs row (trigger ``sweeper``); ``summary`` is recorded on the row as
+    it opens (the sweeper function records the tick that started it there)."""
     doorbell_types = [s.name for s in stages if s.delivery == "doorbell"]
-    with invocation(dsn, stages, trigger="sweeper", conn=conn) as pipeline:
+    with invocation(dsn, stages, trigger="sweeper", conn=conn, opening_summary=summary) as pipeline:
         pipeline.fail_abandoned()
         with pipeline.db.use() as c:
             c.execute(query("expire_served"))

@@ -5,11 +5,17 @@ doorbell's tenant satisfies, so a duplicate, a late doorbell for a finished job,
 tenant does not match the row claims zero rows and is dropped; the handler never runs twice
 for one claim. Retries of a job that fails are the table's business (its run_after), not the
 queue's: the message is done either way.
+
+A message fails (and its queue delivers it again) when it is not a doorbell, when its job
+could not be claimed at all, or when the invocation has no time left to start it: the worker
+never starts a job it cannot expect to finish before the function's deadline. Each failed
+message is logged with its id and the reason, and counted on the run row.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Literal
@@ -17,7 +23,14 @@ from typing import Literal
 from . import claim
 from .db import Connection
 from .doorbells import Doorbell
-from .pipeline import Pipeline, RunResult, invocation
+from .pipeline import (
+    LambdaContextLike,
+    Pipeline,
+    RunResult,
+    budget_seconds,
+    describe,
+    invocation,
+)
 from .queries import query
 from .stage import Stage
 from .tenancy import tenant_transaction
@@ -25,6 +38,15 @@ from .tenancy import tenant_transaction
 log = logging.getLogger("fairqueue.worker")
 
 Outcome = Literal["ran", "dropped"]
+
+# Kept back from a Lambda's remaining time: the run row closes and the batch answer goes out.
+WORKER_MARGIN_S = 10.0
+# Reasons of failed messages the run row keeps, beside their count.
+FAILED_MESSAGES_KEPT = 20
+
+
+class OutOfTime(Exception):
+    """The invocation's deadline leaves no room to start the doorbell's job."""
 
 
 class DoorbellRun:
@@ -36,9 +58,30 @@ class DoorbellRun:
         if not self.stages:
             raise ValueError("a doorbell worker needs at least one Stage with delivery='doorbell'")
 
+    def ring_message(self, message_id: str, body: str) -> Outcome:
+        """Read one queue message and ring it; a message that fails is logged with its id and
+        reason and counted on the run row, and the error goes on up to the batch processor."""
+        try:
+            return self.ring(Doorbell.parse(body))
+        except Exception as exc:
+            reason = describe(exc)
+            tally = self.pipeline.tally
+            tally.count("doorbells_failed")
+            if len(tally.failed_messages) < FAILED_MESSAGES_KEPT:
+                tally.failed_messages.append({"message_id": message_id, "reason": reason})
+            log.warning(
+                "doorbell message %s failed: %s",
+                message_id,
+                reason,
+                extra={"message_id": message_id, "reason": reason},
+            )
+            raise
+
     def ring(self, doorbell: Doorbell) -> Outcome:
         """Claim the doorbell's job and run it, or drop the doorbell."""
         pipeline = self.pipeline
+        if pipeline.deadline - time.monotonic() <= 0:
+            raise OutOfTime("no time left in this invocation to start a job")
         with pipeline.db.use() as conn, tenant_transaction(conn, doorbell.tenant_id):
             row = conn.execute(
                 query("claim_by_id"),
@@ -55,8 +98,18 @@ class DoorbellRun:
             log.info("dropped doorbell %s: nothing of that tenant to claim", doorbell.to_json())
             return "dropped"
         job = claim.ClaimedJob.from_row(row)
+        stage = self.stages[job.type]
+        # A stage's job_timeout_s bounds its jobs; else the longest one this invocation ran.
+        needed = stage.job_timeout_s or pipeline.longest_batch.get(stage.name, 0.0)
+        left = pipeline.deadline - time.monotonic()
+        if needed > left:
+            pipeline.release([job], pipeline.tally.stage(stage.name))
+            raise OutOfTime(
+                f"job {job.id} of {stage.name} may take {needed:.1f} s and this invocation "
+                f"has {max(left, 0.0):.1f} s left; it is back to pending"
+            )
         pipeline.tally.count("doorbells_ran")
-        pipeline.run_batch(self.stages[job.type], [job])
+        pipeline.run_batch(stage, [job])
         return "ran"
 
 
@@ -67,9 +120,18 @@ def doorbell_run(
     *,
     conn: Connection | None = None,
     trigger: str = "doorbell",
+    context: LambdaContextLike | None = None,
+    margin_s: float = WORKER_MARGIN_S,
 ) -> Iterator[DoorbellRun]:
-    """A worker invocation; its run row closes with ``no_work`` when the block ends."""
-    with invocation(dsn, stages, trigger=trigger, conn=conn) as pipeline:
+    """A worker invocation; its run row closes with ``no_work`` when the block ends.
+
+    With a Lambda ``context``, no job starts unless it can finish ``margin_s`` before the
+    function's deadline; a message refused for that fails and is delivered again.
+    """
+    deadline = float("inf")
+    if context is not None:
+        deadline = time.monotonic() + budget_seconds(float("inf"), context, margin_s)
+    with invocation(dsn, stages, trigger=trigger, conn=conn, deadline=deadline) as pipeline:
         yield DoorbellRun(pipeline)
 
 
