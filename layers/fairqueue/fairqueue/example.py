@@ -5,9 +5,10 @@ Read top to bottom, it shows every rule of the pipeline:
 - ``ingest`` is cheap and flaky: a document may fail a few times before it succeeds
   (retries with backoff), then it asks for a ``search``.
 - ``search`` generates work and spends the shared ``search_api`` quota: when the quota
-  cannot pay, the job is deferred until it resets (no attempt burned), and a run that finds
-  the quota at its reserve stops with ``quota_reserve``. It is last in the list, so the
-  cheaper stages ahead of it finish what exists before more is started.
+  cannot pay, the job is deferred until it resets (no attempt burned); while the quota is at
+  its reserve the loop passes ``search`` over, and a run whose only work left is ``search``
+  stops with ``quota_reserve``. It is last in the list, so the cheaper stages ahead of it
+  finish what exists before more is started.
 - ``summarize`` is paid work: it costs credits, and a summary that can never succeed is
   refunded by its give-up hook, which enqueues a ``refund``. Its output becomes a result a
   person reads: the watching client saves it (``play_clients``), and the backstop sweep

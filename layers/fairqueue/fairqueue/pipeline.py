@@ -1,9 +1,10 @@
-"""One invocation: claim a batch from the first stage with work, run it, start again at the top.
+"""One invocation: claim a batch from the first stage that can work, run it, start again at the top.
 
-The loop stops on the first of: no stage has work (``no_work``), the time budget cannot fit
-another batch (``time_budget``), a quota the next stage spends is at its reserve or empty
-(``quota_reserve``, ``quota_exhausted``). An error of the pipeline itself closes the run with
-``error``. Handler errors are job failures, never run errors.
+A stage whose quota is at its reserve or empty is passed over, and the stages after it go on.
+The loop stops on the first of: no stage has work (``no_work``), the time budget cannot fit the
+next batch (``time_budget``), every stage with work is held by its quota (``quota_reserve``,
+``quota_exhausted``, the first such stage's). An error of the pipeline itself closes the run
+with ``error``. Handler errors are job failures, never run errors.
 """
 
 from __future__ import annotations
@@ -166,7 +167,15 @@ class Pipeline:
                 return reason
 
     def one_pass(self) -> StopReason | None:
-        """Claim and run one batch from the first stage that has work; a reason to stop, or None."""
+        """Claim and run one batch from the first stage that can work now; a reason to stop, or
+        None to start again at the top.
+
+        A stage whose quota is at its reserve or empty is passed over for this pass (its hold
+        and the quota's reset time go into the summary), so stages that spend something else
+        keep working. The run stops on a quota only when every stage with claimable work is
+        held by one, naming the first such stage's reason.
+        """
+        held: StopReason | None = None
         for stage in self.stages:
             fits = self.batch_fits(stage)
             if stage.quota is not None or not fits:
@@ -175,11 +184,13 @@ class Pipeline:
                     if not claim.has_claimable(conn, stage.name):
                         continue
                     state = quotas.read_quota(conn, stage.quota) if stage.quota else None
+                quota_stop = state.stop_reason() if state else None
+                if state is not None and quota_stop is not None:
+                    self.tally.stage(stage.name).hold(quota_stop, state.name, state.resets_at)
+                    held = held or quota_stop
+                    continue
                 if not fits:
                     return "time_budget"
-                quota_stop = state.stop_reason() if state else None
-                if quota_stop is not None:
-                    return quota_stop
             with self.db.use() as conn:
                 claimed = claim.claim_batch(
                     conn,
@@ -193,7 +204,7 @@ class Pipeline:
             if claimed:
                 self.run_batch(stage, claimed)
                 return None
-        return "no_work"
+        return held or "no_work"
 
     def batch_fits(self, stage: Stage) -> bool:
         """Never start a batch that cannot finish inside the budget."""

@@ -36,9 +36,17 @@ class StageTally:
     release_retries: int = 0
     units: int = 0
     seconds: float = 0.0
+    # The last time its quota held this stage back: why, which quota, and until when.
+    held: dict[str, str] | None = None
+
+    def hold(self, reason: StopReason, quota: str, until: datetime) -> None:
+        self.held = {"reason": reason, "quota": quota, "until": until.isoformat()}
 
     def as_json(self) -> dict[str, Any]:
-        return {**self.__dict__, "seconds": round(self.seconds, 3)}
+        out = {**self.__dict__, "seconds": round(self.seconds, 3)}
+        if self.held is None:
+            del out["held"]
+        return out
 
 
 @dataclass
