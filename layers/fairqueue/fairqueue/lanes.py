@@ -22,8 +22,10 @@ from .queries import query
 from .stage import known_stage
 from .tenancy import tenant_scope
 
-# The classid of the two-key advisory lock form: lane locks live in a key space of their own.
+# The classids of the two-key advisory lock form: lane locks and credit locks each live in a
+# key space of their own.
 LANE_LOCK_NAMESPACE: Final = 0x46514C4E
+CREDIT_LOCK_NAMESPACE: Final = 0x46514352
 
 
 class InsufficientCredit(FairqueueError):
@@ -46,6 +48,16 @@ def lock_lane(conn: Connection, tenant_id: str | None, lane: str) -> None:
     """Hold the lane until the transaction ends."""
     conn.execute(
         query("lane_lock"), {"namespace": LANE_LOCK_NAMESPACE, "key": lock_key(tenant_id, lane)}
+    )
+
+
+def lock_credit(conn: Connection, tenant_id: str | None) -> None:
+    """Hold the tenant's balance until the transaction ends: a balance check and the debit it
+    allows are one step for every lane of the tenant. Taken after the lane's lock, never
+    before it."""
+    conn.execute(
+        query("lane_lock"),
+        {"namespace": CREDIT_LOCK_NAMESPACE, "key": json.dumps([tenant_id], separators=(",", ":"))},
     )
 
 
@@ -89,7 +101,8 @@ def admit(
         ):
             raise UnknownJob(f"{job_type}: no job {delta_of} in this lane to re-check")
         if charge:
-            available = int(_one(conn, "credit_balance", {})["balance"])
+            lock_credit(conn, tenant_id)
+            available = int(_one(conn, "credit_balance", {"tenant_id": tenant_id})["balance"])
             if available < charge:
                 raise InsufficientCredit(
                     f"{job_type} costs {charge} credits; the balance is {available}"
@@ -199,13 +212,16 @@ def _ledger(
 
 def balance(conn: Connection, tenant_id: str | None) -> int:
     with tenant_scope(conn, tenant_id):
-        row = conn.execute(query("credit_balance")).fetchone()
+        row = conn.execute(query("credit_balance"), {"tenant_id": tenant_id}).fetchone()
     return int(row["balance"]) if row else 0
 
 
-def refund(conn: Connection, job_id: UUID, note: str) -> int:
-    """Pay back a job's debit once, in the caller's (clamped) transaction; the amount, or 0."""
-    row = conn.execute(query("refund_job"), {"job_id": job_id, "note": note}).fetchone()
+def refund(conn: Connection, tenant_id: str | None, job_id: UUID, note: str) -> int:
+    """Pay back a job's debit once, in the caller's transaction clamped to ``tenant_id``; the
+    amount, or 0."""
+    row = conn.execute(
+        query("refund_job"), {"tenant_id": tenant_id, "job_id": job_id, "note": note}
+    ).fetchone()
     return int(row["amount"]) if row else 0
 
 

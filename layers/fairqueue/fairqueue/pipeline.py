@@ -443,7 +443,7 @@ class Pipeline:
                 held = retried is not None
                 outcome = "failed" if retried is None or retried.status == "failed" else "retried"
             if held and outcome == "failed":
-                lanes.refund(conn, job.id, "failed for good")
+                lanes.refund(conn, job.tenant_id, job.id, "failed for good")
         if not held:
             self.count_lost(tally, 1)
             return
@@ -492,7 +492,7 @@ class Pipeline:
         for job in found:
             self.tally.abandoned_failed += 1
             with self.db.use() as conn, tenant_transaction(conn, job.tenant_id):
-                lanes.refund(conn, job.id, "died on its last attempt")
+                lanes.refund(conn, job.tenant_id, job.id, "died on its last attempt")
             self.give_up(self.by_type[job.type], job, errors[job.id])
         self.free_lanes(found)
 

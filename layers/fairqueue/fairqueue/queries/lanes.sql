@@ -80,7 +80,9 @@ select id, type, status, lane, delta_of, attempts, created_at, finished_at, last
  order by (delta_of is not null), created_at, id;
 
 -- name: credit_balance
-select coalesce(sum(amount), 0) as balance from fairqueue.credits;
+select coalesce(sum(amount), 0) as balance
+  from fairqueue.credits
+ where tenant_id is not distinct from %(tenant_id)s;
 
 -- name: add_credits
 insert into fairqueue.credits (tenant_id, job_id, kind, amount, note)
@@ -93,7 +95,7 @@ returning id;
 insert into fairqueue.credits (tenant_id, job_id, kind, amount, note)
 select tenant_id, job_id, 'refund', -amount, %(note)s
   from fairqueue.credits
- where job_id = %(job_id)s and kind = 'debit'
+ where job_id = %(job_id)s and kind = 'debit' and tenant_id is not distinct from %(tenant_id)s
 on conflict (job_id, kind) where kind <> 'grant' do nothing
 returning amount;
 

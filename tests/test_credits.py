@@ -1,0 +1,103 @@
+"""Credits are one tenant's, whatever the login, and never overdrawn, whatever the concurrency.
+
+Each test runs twice: as the application role, held to the tenant policies, and as a superuser
+login, which the policies do not hold; the library's own predicates must keep the boundary then.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from fairqueue import Stage, connect
+from fairqueue.lanes import Admission, InsufficientCredit, add_credits, admit, balance, refund
+from fairqueue.tenancy import tenant_scope
+
+PAID = Stage("paid_report", handler=lambda job: None, credit_cost=5)
+LOGINS = ["application role", "superuser"]
+
+
+@pytest.fixture(params=LOGINS)
+def login(request: pytest.FixtureRequest, dsn: str, admin_dsn: str) -> str:
+    return dsn if request.param == "application role" else admin_dsn
+
+
+def ledger(conn: Any, tenant: str) -> list[tuple[str, int]]:
+    rows = conn.execute(
+        "select kind, amount from fairqueue.credits where tenant_id = %s order by id", (tenant,)
+    ).fetchall()
+    return [(row["kind"], row["amount"]) for row in rows]
+
+
+def test_a_balance_is_one_tenants_whatever_the_login(login: str) -> None:
+    with connect(login, autocommit=True) as c:
+        add_credits(c, "acme", 3)
+        add_credits(c, "globex", 100)
+        assert (balance(c, "acme"), balance(c, "globex"), balance(c, "nobody")) == (3, 100, 0)
+
+
+def test_a_tenant_without_credits_cannot_pay_with_anothers(login: str, conn: Any) -> None:
+    add_credits(conn, "globex", 100)
+    with connect(login, autocommit=True) as c, pytest.raises(InsufficientCredit, match="is 0"):
+        admit(c, "ada", "paid_report", {}, tenant_id="acme")
+    assert conn.execute("select count(*) as n from fairqueue.jobs").fetchone()["n"] == 0
+    assert ledger(conn, "acme") == []
+
+
+def race(calls: list[Callable[[], Any]]) -> list[Any]:
+    """Run the calls at once, each on its own thread; each one's result or exception."""
+    barrier = threading.Barrier(len(calls))
+    outcomes: list[Any] = [None] * len(calls)
+
+    def run(index: int) -> None:
+        barrier.wait()
+        try:
+            outcomes[index] = calls[index]()
+        except Exception as exc:
+            outcomes[index] = exc
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(calls))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    return outcomes
+
+
+def test_admissions_in_many_lanes_at_once_spend_only_what_the_balance_holds(
+    login: str, conn: Any
+) -> None:
+    add_credits(conn, "acme", 12)  # pays for two at 5 each, not three
+
+    def click(lane: str) -> Callable[[], Admission]:
+        def go() -> Admission:
+            with connect(login) as c:
+                return admit(c, lane, "paid_report", {}, tenant_id="acme")
+
+        return go
+
+    outcomes = race([click(f"user-{n}") for n in range(8)])
+
+    admitted = [o for o in outcomes if isinstance(o, Admission)]
+    refused = [o for o in outcomes if isinstance(o, InsufficientCredit)]
+    assert (len(admitted), len(refused)) == (2, 6), outcomes
+    assert balance(conn, "acme") == 2
+    assert ledger(conn, "acme") == [("grant", 12), ("debit", -5), ("debit", -5)]
+    jobs = conn.execute("select id from fairqueue.jobs order by id").fetchall()
+    assert sorted(row["id"] for row in jobs) == sorted(a.job_id for a in admitted)
+
+
+def test_a_refund_pays_back_once_and_only_its_own_tenant(login: str, conn: Any) -> None:
+    add_credits(conn, "acme", 5)
+    with connect(login, autocommit=True) as c:
+        admitted = admit(c, "ada", "paid_report", {}, tenant_id="acme")
+        with tenant_scope(c, "globex"):
+            assert refund(c, "globex", admitted.job_id, "not globex's") == 0
+        with tenant_scope(c, "acme"):
+            assert refund(c, "acme", admitted.job_id, "given up") == 5
+            assert refund(c, "acme", admitted.job_id, "again") == 0
+    assert ledger(conn, "acme") == [("grant", 5), ("debit", -5), ("refund", 5)]
+    assert ledger(conn, "globex") == []
