@@ -412,6 +412,34 @@ BAD_ADMISSIONS = [
         id="payload-nul",
     ),
     pytest.param(
+        b'{"type": "api_analyze", "payload": {"doc": "a", "note": "\\ud800"}}',
+        422,
+        "invalid_payload",
+        "note is not valid Unicode",
+        id="payload-lone-surrogate",
+    ),
+    pytest.param(
+        {"type": "api_analyze", "payload": {"doc": "a"}, "dedupe_key": "a\x00b"},
+        422,
+        "invalid_payload",
+        "dedupe_key holds a NUL",
+        id="dedupe-key-nul",
+    ),
+    pytest.param(
+        {"type": "api_analyze", "payload": {"doc": "a"}, "group_id": "g\x00"},
+        422,
+        "invalid_payload",
+        "group_id holds a NUL",
+        id="group-id-nul",
+    ),
+    pytest.param(
+        {"type": "api_analyze", "payload": {"doc": "a"}, "group_id": "g" * 201},
+        400,
+        "invalid_body",
+        "group_id: String should have at most 200 characters",
+        id="group-id-too-long",
+    ),
+    pytest.param(
         {"type": "api_upstream", "payload": {"doc": "forbidden"}},
         422,
         "upstream_rejected",
@@ -468,6 +496,31 @@ def test_a_refused_admission_answers_its_code_and_changes_nothing(
     assert jobs(conn) == []
     assert [(r["kind"], r["amount"]) for r in credits(conn)] == [("grant", 3)]
     assert api_support.UPSTREAM.work == {}
+
+
+@pytest.mark.parametrize("depth", [70, 340, 950])
+def test_a_payload_nested_past_the_limit_is_refused_and_changes_nothing(
+    server: api.ApiServer, conn: Connection, depth: int
+) -> None:
+    body = b'{"type": "api_analyze", "payload": {"doc": "a", "x": ' + b'{"x": ' * depth
+    body += b"1" + b"}" * depth + b"}}"
+    answer = call(server, "POST", "/jobs", body)
+    assert (answer.status, error_code(answer)) == (422, "invalid_payload"), answer.body
+    assert "nests deeper than 64 levels" in answer.body["error"]["message"]
+    assert jobs(conn) == []
+
+
+def test_a_result_nested_past_the_limit_is_refused_and_saves_nothing(
+    server: api.ApiServer, dsn: str, conn: Connection
+) -> None:
+    job_id = done_job(server, dsn, {"doc": "a"})
+    depth = 300
+    body = b'{"x": ' * depth + b"1" + b"}" * depth
+    answer = call(server, "PUT", f"/jobs/{job_id}/result", body)
+    assert (answer.status, error_code(answer)) == (422, "invalid_result"), answer.body
+    assert "nests deeper than 64 levels" in answer.body["error"]["message"]
+    assert results(conn) == []
+    assert call(server, "GET", f"/jobs/{job_id}/result").status == 404
 
 
 def test_an_internal_job_type_is_refused_as_if_no_stage_had_its_name(

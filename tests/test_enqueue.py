@@ -26,6 +26,14 @@ PAGES = Stage("page", handler=noop, payload_model=Page, max_attempts=4)
 PLAIN = Stage("plain", handler=noop)
 
 
+class Counted(BaseModel):
+    pages: int = Field(ge=1)
+    title: str = "untitled"
+
+
+COUNTED = Stage("counted", handler=noop, payload_model=Counted)
+
+
 def test_enqueue_inserts_a_pending_job_with_the_stage_defaults(conn) -> None:
     job_id = enqueue(conn, "page", {"url": "https://a"}, tenant_id="t1", group_id="g1")
     row = job(conn, job_id)
@@ -64,6 +72,14 @@ def test_dedupe_is_per_tenant(conn) -> None:
     assert count(conn) == 3
 
 
+def nested(depth: int) -> dict[str, object]:
+    """A document of ``depth`` objects inside one another."""
+    document: dict[str, object] = {}
+    for _ in range(depth - 1):
+        document = {"x": document}
+    return document
+
+
 @pytest.mark.parametrize(
     ("job_type", "payload", "options", "error", "message"),
     [
@@ -78,6 +94,27 @@ def test_dedupe_is_per_tenant(conn) -> None:
         ("plain", {}, {"run_after": datetime(2030, 1, 1)}, InvalidPayload, "timezone-aware"),
         ("plain", {}, {"tenant_id": ""}, InvalidPayload, "tenant_id"),
         ("plain", {}, {"max_attempts": 0}, InvalidPayload, "max_attempts"),
+        ("plain", {"x": "a\ud800b"}, {}, InvalidPayload, "x is not valid Unicode"),
+        ("plain", {"\udfff": 1}, {}, InvalidPayload, "a key of the document is not valid"),
+        ("plain", nested(1000), {}, InvalidPayload, "nests deeper than 64 levels"),
+        ("plain", nested(65), {}, InvalidPayload, "nests deeper than 64 levels"),
+        ("plain", {1: "a", "1": "b"}, {}, InvalidPayload, "the key 1, which is not a string"),
+        ("plain", {"x": [{"y": {2: 0}}]}, {}, InvalidPayload, r"value at x\[0\]\.y has the key 2"),
+        ("plain", {"x": float("inf")}, {}, InvalidPayload, "value at x is inf"),
+        ("plain", {}, {"tenant_id": "a\x00b"}, InvalidPayload, "tenant_id holds a NUL"),
+        ("plain", {}, {"tenant_id": "t\ud800"}, InvalidPayload, "tenant_id is not valid Unicode"),
+        ("plain", {}, {"group_id": "g" * 2700}, InvalidPayload, "group_id is 2700 characters"),
+        ("plain", {}, {"dedupe_key": "k" * 10_240}, InvalidPayload, "over the limit of 200"),
+        ("plain", {}, {"max_attempts": 2**31}, InvalidPayload, "from 1 to 1000"),
+        ("plain", {}, {"max_attempts": True}, InvalidPayload, "max_attempts"),
+        (
+            "plain",
+            {},
+            {"run_after": timedelta(days=999_999_999)},
+            InvalidPayload,
+            "at most 3650 days",
+        ),
+        ("plain", {}, {"run_after": timedelta(days=-4000)}, InvalidPayload, "at most 3650"),
     ],
 )
 def test_bad_input_is_refused_with_a_clear_error_and_changes_nothing(
@@ -94,6 +131,24 @@ def test_payload_over_the_size_limit_is_refused(conn, monkeypatch) -> None:
     with pytest.raises(PayloadTooLarge, match="over the limit of 100"):
         enqueue(conn, "plain", {"blob": "x" * 1000})
     assert count(conn) == 1
+
+
+def test_the_size_limit_counts_the_utf8_bytes_stored(conn) -> None:
+    # 200,000 CJK characters: 600,000 bytes of UTF-8, 1.2 MB if each were a \u escape.
+    assert enqueue(conn, "plain", {"text": "中" * 200_000}) is not None
+    with pytest.raises(PayloadTooLarge, match="1200011 bytes"):
+        enqueue(conn, "plain", {"text": "中" * 400_000})
+    assert count(conn) == 1
+
+
+def test_64_levels_are_accepted_and_stored_as_given(conn) -> None:
+    job_id = enqueue(conn, "plain", nested(64))
+    assert job(conn, job_id)["payload"] == nested(64)
+
+
+def test_what_is_stored_is_what_the_model_checked(conn) -> None:
+    job_id = enqueue(conn, "counted", {"pages": "5", "note": "kept out"})
+    assert job(conn, job_id)["payload"] == {"pages": 5, "title": "untitled"}
 
 
 def test_default_size_limit_is_one_mebibyte(conn) -> None:

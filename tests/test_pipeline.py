@@ -324,8 +324,14 @@ def test_an_unreachable_database_is_a_clear_error(monkeypatch) -> None:
 def test_bad_stage_definitions_are_refused() -> None:
     from fairqueue import ConfigurationError
 
-    with pytest.raises(ConfigurationError, match="batch must be at least 1"):
+    with pytest.raises(ConfigurationError, match="batch must be from 1 to 1000, got 0"):
         Stage("bad", handler=lambda j: None, batch=0)
+    with pytest.raises(ConfigurationError, match="batch must be from 1 to 1000, got 1001"):
+        Stage("bad", handler=lambda j: None, batch=1001)
+    with pytest.raises(ConfigurationError, match="lease_s must be over 0 and at most 86400"):
+        Stage("bad", handler=lambda j: None, lease_s=1e9)
+    with pytest.raises(ConfigurationError, match="max_attempts must be from 1 to 1000"):
+        Stage("bad", handler=lambda j: None, max_attempts=2**31)
     with pytest.raises(ConfigurationError, match="concurrency"):
         Stage("bad", handler=lambda j: None, concurrency=0)
     with pytest.raises(ValueError, match="unique"):

@@ -1,6 +1,7 @@
 """The claim must stay an index walk as the table grows; a plan change here is a regression.
 
-The claim runs inside door functions (sql/0003_tenancy.sql), whose plans EXPLAIN does not
+The claim runs inside door functions (their bodies are the *_unchecked functions behind the
+checked doors of sql/0012_doors_guarded.sql), whose plans EXPLAIN does not
 show; each door's body is prepared as a statement of its own and explained instead.
 """
 
@@ -70,8 +71,8 @@ def assert_walks_the_claim_index(plan: list[dict], index: str = "jobs_claim_idx"
 
 
 CLAIM = (
-    "fairqueue.claim(text, integer, integer, double precision, text, uuid, text[], integer[],"
-    " integer)"
+    "fairqueue.claim_unchecked(text, integer, integer, double precision, text, uuid, text[],"
+    " integer[], integer)"
 )
 
 
@@ -104,7 +105,9 @@ def test_has_claimable_uses_the_claim_index(conn) -> None:
 
 def test_expired_leases_are_found_by_their_own_index(conn) -> None:
     fill(conn)
-    plan = door_plan(conn, "fairqueue.fail_abandoned(text[], integer)", [["planned"], 100])
+    plan = door_plan(
+        conn, "fairqueue.fail_abandoned_unchecked(text[], integer)", [["planned"], 100]
+    )
     assert any(n.get("Index Name") == "jobs_lease_idx" for n in plan)
 
 
@@ -171,7 +174,7 @@ def test_the_backstop_reads_only_its_partial_index_however_long_the_history(conn
     conn.execute("analyze fairqueue.jobs")
     plan = door_plan(
         conn,
-        "fairqueue.claim_missing_results(text[], interval, integer)",
+        "fairqueue.claim_missing_results_unchecked(text[], interval, integer)",
         [["planned"], "2 minutes", 100],
     )
     assert any(n.get("Index Name") == "jobs_missing_result_idx" for n in plan)

@@ -47,7 +47,7 @@ def test_counter_matches_the_definition_through_random_transitions(conn) -> None
         elif action < 0.6:
             complete_claimed(conn, [(None, rng.choice(ids))], "t")
         elif action < 0.7:
-            retry_or_fail(conn, rng.choice(ids), "t", "boom")
+            retry_or_fail(conn, rng.choice(ids), "t", "boom", tenant_id=None)
         elif action < 0.8:
             # Rewrite history: served at some point of the last two days, near the edge too.
             hours = rng.choice([1, 12, 23.99, 24.01, 30, 47])

@@ -11,10 +11,10 @@ from uuid import uuid4
 
 import pytest
 
-from fairqueue import ConfigurationError, Job, Stage, connect, run_pipeline
+from fairqueue import ConfigurationError, InvalidPayload, Job, Stage, connect, run_pipeline
 from fairqueue.doorbells import MemoryDoorbells
 from fairqueue.errors import DuplicateJob, UnknownJob, UpstreamRejected, UpstreamUnavailable
-from fairqueue.lanes import add_credits, admit, balance, promote_next
+from fairqueue.lanes import InsufficientCredit, add_credits, admit, balance, promote_next
 from fairqueue.ringing import use_doorbells
 from fairqueue.upstream import HttpUpstream, InProcessUpstream, release_delay, upstream_from_env
 from upstream_service import FakeService
@@ -291,3 +291,23 @@ def test_an_unreachable_http_upstream_is_retried_then_refunded(dsn, app, conn, s
         "select last_error from fairqueue.jobs where id = %s", (admitted.job_id,)
     ).fetchone()
     assert "cannot be reached" in failure["last_error"]
+
+
+def test_a_refused_admission_leaves_no_held_work_in_the_upstream(app, conn) -> None:
+    held = InProcessUpstream()
+    Stage("held_refusals", handler=lambda job: None, credit_cost=2, upstream=held)
+    add_credits(app, "t", 2)
+    first = admit(app, "u1", "held_refusals", {"doc": "a"}, tenant_id="t", dedupe_key="k")
+    assert len(held.work) == 1
+    add_credits(app, "t", 10)
+    with pytest.raises(DuplicateJob):
+        admit(app, "u2", "held_refusals", {"doc": "a"}, tenant_id="t", dedupe_key="k")
+    assert len(held.work) == 1
+    with pytest.raises(InvalidPayload):
+        admit(app, "u2", "held_refusals", {"doc": "a\x00"}, tenant_id="t")
+    assert len(held.work) == 1
+    with pytest.raises(InsufficientCredit):
+        admit(app, "u3", "held_refusals", {"doc": "b"}, tenant_id="poor")
+    assert len(held.work) == 1
+    ids = [row["id"] for row in conn.execute("select id from fairqueue.jobs").fetchall()]
+    assert ids == [first.job_id]

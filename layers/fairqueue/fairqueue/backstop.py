@@ -26,7 +26,7 @@ from uuid import UUID
 from .db import Connection, connect
 from .errors import ConfigurationError
 from .queries import query
-from .results import ResultSettings, fire_hook, record_worker_result
+from .results import ResultSettings, fire_hook, record_worker_result, result_source
 from .stage import Stage
 from .tenancy import tenants_transaction
 
@@ -122,7 +122,7 @@ class Backstop:
             ).fetchall()
             for item in batch:
                 clamp(item["tenant_id"])
-                source = conn.execute(query("result_source"), {"id": item["id"]}).fetchone()
+                source = result_source(conn, item["id"], item["tenant_id"])
                 assert source is not None, "the door locked this row for us"
                 stage = self.rendering[source["type"]]
                 try:

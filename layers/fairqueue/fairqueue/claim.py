@@ -3,7 +3,9 @@
 A claim is one transaction: the candidate rows are locked ``FOR UPDATE OF jobs SKIP LOCKED``
 and flipped to running with ``attempts + 1`` and a lease, so a second claimer loses. Every later
 transition names the claimer (``locked_by``) and applies only while the job is still running
-under it: an invocation that lost its job to a rescue changes nothing.
+under it: an invocation that lost its job to a rescue changes nothing. Each runs under the job's
+tenant clamp and names that tenant as well (``tenant_id``), so a login that bypasses row-level
+security still changes only that tenant's job.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from uuid import UUID
 from psycopg.types.json import Jsonb
 
 from .db import Connection
+from .errors import ConfigurationError
+from .inputs import MAX_BATCH, MAX_LEASE_S
 from .plans import PLANS, Plans
 from .queries import query
 from .tenancy import tenant_transaction
@@ -85,6 +89,11 @@ def claim_batch(
     The claim itself crosses tenants and sees ids only; each job's payload is read again under
     its own tenant's clamp (one statement for the batch: the server switches the clamp).
     """
+    if not 1 <= batch <= MAX_BATCH or not 0 < lease_s <= MAX_LEASE_S:
+        raise ConfigurationError(
+            f"claim of {job_type}: batch must be from 1 to {MAX_BATCH} and lease_s over 0 and "
+            f"at most {MAX_LEASE_S:g}, got {batch} and {lease_s}"
+        )
     # The expiry commits on its own first (on an autocommit connection), so the claim never
     # holds counter rows locked by it while waiting for others.
     conn.execute(query("expire_served"))
@@ -117,7 +126,7 @@ def claim_batch(
 def read_jobs(conn: Connection, tenant_id: str | None, job_ids: list[UUID]) -> list[ClaimedJob]:
     """Jobs of one tenant, read under its clamp."""
     with tenant_transaction(conn, tenant_id):
-        rows = conn.execute(query("read_jobs"), {"ids": job_ids}).fetchall()
+        rows = conn.execute(query("read_jobs"), {"ids": job_ids, "tenant_id": tenant_id}).fetchall()
     return [ClaimedJob.from_row(row) for row in rows]
 
 
@@ -169,25 +178,49 @@ class RetryOutcome:
 
 
 def retry_or_fail(
-    conn: Connection, job_id: UUID, locked_by: str, error: str, *, backoff_unit_s: float = 60.0
+    conn: Connection,
+    job_id: UUID,
+    locked_by: str,
+    error: str,
+    *,
+    tenant_id: str | None,
+    backoff_unit_s: float = 60.0,
 ) -> RetryOutcome | None:
     """Back to pending after 2^attempts units (minutes by default), or failed when used up."""
     row = conn.execute(
         query("retry_or_fail"),
-        {"id": job_id, "locked_by": locked_by, "error": error, "unit_s": backoff_unit_s},
+        {
+            "id": job_id,
+            "tenant_id": tenant_id,
+            "locked_by": locked_by,
+            "error": error,
+            "unit_s": backoff_unit_s,
+        },
     ).fetchone()
     if row is None:
         return None
     return RetryOutcome(status=str(row["status"]), run_after=row["run_after"])
 
 
-def fail_now(conn: Connection, job_id: UUID, locked_by: str, error: str) -> bool:
+def fail_now(
+    conn: Connection, job_id: UUID, locked_by: str, error: str, *, tenant_id: str | None
+) -> bool:
     """Failed at once, no retries (a payload that no longer validates)."""
-    row = conn.execute(query("fail_now"), {"id": job_id, "locked_by": locked_by, "error": error})
+    row = conn.execute(
+        query("fail_now"),
+        {"id": job_id, "tenant_id": tenant_id, "locked_by": locked_by, "error": error},
+    )
     return row.fetchone() is not None
 
 
-def defer(conn: Connection, job_id: UUID, locked_by: str, until: datetime | timedelta) -> bool:
+def defer(
+    conn: Connection,
+    job_id: UUID,
+    locked_by: str,
+    until: datetime | timedelta,
+    *,
+    tenant_id: str | None,
+) -> bool:
     """Back to pending at ``until`` with the claim's attempt undone."""
     if isinstance(until, timedelta):
         found = conn.execute("select now() + %s as at", (until,)).fetchone()
@@ -195,15 +228,19 @@ def defer(conn: Connection, job_id: UUID, locked_by: str, until: datetime | time
         at = found["at"]
     else:
         at = until
-    row = conn.execute(query("defer"), {"id": job_id, "locked_by": locked_by, "until": at})
+    row = conn.execute(
+        query("defer"), {"id": job_id, "tenant_id": tenant_id, "locked_by": locked_by, "until": at}
+    )
     return row.fetchone() is not None
 
 
-def release(conn: Connection, job_ids: list[UUID], locked_by: str) -> int:
-    """Give back claimed jobs that never started, attempt undone."""
+def release(conn: Connection, job_ids: list[UUID], locked_by: str, *, tenant_id: str | None) -> int:
+    """Give back one tenant's claimed jobs that never started, attempt undone."""
     if not job_ids:
         return 0
-    rows = conn.execute(query("release"), {"ids": job_ids, "locked_by": locked_by}).fetchall()
+    rows = conn.execute(
+        query("release"), {"ids": job_ids, "tenant_id": tenant_id, "locked_by": locked_by}
+    ).fetchall()
     return len(rows)
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -16,6 +15,7 @@ from . import ringing
 from .db import Connection, after_commit
 from .doorbells import Doorbell
 from .errors import ConfigurationError, InvalidPayload, PayloadTooLarge, UnknownJobType
+from .inputs import check_attempts, check_delay, check_label, storable_json
 from .queries import query
 from .stage import Stage, known_stage, known_types
 from .tenancy import tenant_scope
@@ -39,41 +39,30 @@ def max_payload_bytes() -> int:
 
 
 def validate_payload(stage: Stage, payload: Any) -> dict[str, Any]:
-    """The payload as it will be stored, or InvalidPayload naming what is wrong."""
+    """The payload as it will be stored, or InvalidPayload naming what is wrong.
+
+    With a payload model, what is stored is the model's output (JSON-ready, by alias), so the
+    handler and any upstream see exactly what was checked: ``{"pages": "5"}`` against an
+    ``int`` field is stored as ``{"pages": 5}``.
+    """
     if not isinstance(payload, dict):
         raise InvalidPayload(
             f"{stage.name}: the payload must be a JSON object (a dict), "
             f"got {type(payload).__name__}"
         )
-    if stage.payload_model is not None:
-        try:
-            stage.payload_model.model_validate(payload)
-        except ValidationError as exc:
-            raise InvalidPayload(
-                f"{stage.name}: payload does not fit the stage's model: {exc}"
-            ) from exc
-    return payload
-
-
-def storable_json(document: Any, what: str) -> str:
-    """``document`` as compact JSON that a jsonb column accepts, or InvalidPayload saying why."""
+    if stage.payload_model is None:
+        return payload
+    # Checked first: a model must not be handed what cannot be stored, nor be deep-copied
+    # through a document nested past the limit.
+    storable_json(payload, f"{stage.name}: the payload")
     try:
-        encoded = json.dumps(document, separators=(",", ":"), allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise InvalidPayload(f"{what} is not JSON-serializable: {exc}") from exc
-    if _holds_nul(document):
-        raise InvalidPayload(f"{what} holds a NUL character (\\u0000), which jsonb cannot store")
-    return encoded
-
-
-def _holds_nul(value: Any) -> bool:
-    if isinstance(value, str):
-        return "\x00" in value
-    if isinstance(value, dict):
-        return any(_holds_nul(k) or _holds_nul(v) for k, v in value.items())
-    if isinstance(value, list):
-        return any(_holds_nul(item) for item in value)
-    return False
+        model = stage.payload_model.model_validate(payload)
+    except ValidationError as exc:
+        raise InvalidPayload(
+            f"{stage.name}: payload does not fit the stage's model: {exc}"
+        ) from exc
+    checked: dict[str, Any] = model.model_dump(mode="json", by_alias=True)
+    return checked
 
 
 @dataclass(frozen=True)
@@ -108,21 +97,18 @@ def prepare(
             f"unknown job type {job_type!r}: no Stage declares it in this process "
             f"(known types: {known})"
         )
-    validate_payload(stage, payload)
-    encoded = storable_json(payload, f"{job_type}: the payload")
+    stored = validate_payload(stage, payload)
+    encoded = storable_json(stored, f"{job_type}: the payload")
     limit = max_payload_bytes()
     size = len(encoded.encode("utf-8"))
     if size > limit:
         raise PayloadTooLarge(f"{job_type}: payload is {size} bytes, over the limit of {limit}")
-    labels = (("tenant_id", tenant_id), ("group_id", group_id), ("dedupe_key", dedupe_key))
-    for label, value in labels:
-        if value is not None and (not isinstance(value, str) or not value):
-            raise InvalidPayload(f"{job_type}: {label} must be a non-empty string or None")
-    attempts = stage.max_attempts if max_attempts is None else max_attempts
-    if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1:
-        raise InvalidPayload(
-            f"{job_type}: max_attempts must be a whole number >= 1, got {attempts!r}"
-        )
+    check_label(f"{job_type}: tenant_id", tenant_id)
+    check_label(f"{job_type}: group_id", group_id)
+    check_label(f"{job_type}: dedupe_key", dedupe_key)
+    attempts = check_attempts(
+        f"{job_type}: max_attempts", stage.max_attempts if max_attempts is None else max_attempts
+    )
     run_at: datetime | None = None
     delay_s = 0.0
     if isinstance(run_after, datetime):
@@ -130,12 +116,12 @@ def prepare(
             raise InvalidPayload(f"{job_type}: run_after must be timezone-aware")
         run_at = run_after
     elif isinstance(run_after, timedelta):
-        delay_s = run_after.total_seconds()
+        delay_s = check_delay(f"{job_type}: run_after", run_after)
     elif run_after is not None:
         raise InvalidPayload(f"{job_type}: run_after must be a datetime, a timedelta or None")
     return PreparedJob(
         type=job_type,
-        payload=payload,
+        payload=stored,
         tenant_id=tenant_id,
         group_id=group_id,
         dedupe_key=dedupe_key,

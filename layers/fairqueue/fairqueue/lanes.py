@@ -17,6 +17,7 @@ from psycopg.types.json import Jsonb
 
 from .db import Connection
 from .errors import DuplicateJob, FairqueueError, InvalidPayload, UnknownJob
+from .inputs import check_label
 from .jobs import doorbell_of, prepare, ring_when_committed
 from .queries import query
 from .stage import known_stage
@@ -80,8 +81,9 @@ def admit(
     Raises InvalidPayload, UnknownJobType, PayloadTooLarge, InsufficientCredit, UnknownJob (a
     ``delta_of`` not in this lane), DuplicateJob, UpstreamRejected, UpstreamUnavailable.
     """
-    if not isinstance(lane, str) or not lane:
+    if lane is None:
         raise InvalidPayload(f"{job_type}: the lane must be a non-empty string")
+    check_label(f"{job_type}: the lane", lane)
     prepared = prepare(
         job_type, payload, tenant_id=tenant_id, group_id=group_id, dedupe_key=dedupe_key
     )
@@ -111,6 +113,13 @@ def admit(
             delta_of is None
             and _one(conn, "lane_busy", {"tenant_id": tenant_id, "lane": lane})["busy"]
         )
+        if (
+            dedupe_key is not None
+            and _one(conn, "dedupe_taken", {"tenant_id": tenant_id, "dedupe_key": dedupe_key})[
+                "taken"
+            ]
+        ):
+            raise DuplicateJob(f"{job_type}: an open job of this tenant has that dedupe key")
         upstream_id = None
         if stage.upstream is not None:
             upstream_id = stage.upstream.create(job_type, prepared.payload, key=str(job_id))
@@ -132,7 +141,8 @@ def admit(
             },
         ).fetchone()
         if row is None:
-            # The held work created above is never released, so it never starts.
+            # Only a plain enqueue of the same key racing this admission gets here; the held
+            # work created above is never released, so it never starts.
             raise DuplicateJob(f"{job_type}: an open job of this tenant has that dedupe key")
         if charge:
             _ledger(conn, tenant_id, -charge, kind="debit", job_id=job_id, note=None)

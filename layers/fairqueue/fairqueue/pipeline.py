@@ -298,7 +298,7 @@ class Pipeline:
             self.db.handler_connection() as conn,
             tenant_transaction(conn, claimed.tenant_id),
         ):
-            upstream.mark_released(conn, claimed.id)
+            upstream.mark_released(conn, claimed.id, tenant_id=claimed.tenant_id)
 
     def job_for(
         self,
@@ -382,7 +382,7 @@ class Pipeline:
         grouped = claim.by_tenant((job.tenant_id, job.id) for job in not_started)
         for tenant_id, job_ids in grouped.items():
             with self.db.use() as conn, tenant_transaction(conn, tenant_id):
-                released = claim.release(conn, job_ids, self.locked_by)
+                released = claim.release(conn, job_ids, self.locked_by, tenant_id=tenant_id)
             tally.released += released
             self.count_lost(tally, len(job_ids) - released)
 
@@ -422,7 +422,9 @@ class Pipeline:
         with self.db.use() as conn, tenant_transaction(conn, job.tenant_id):
             # Failed for good: the job's credits come back in the same transaction.
             if isinstance(error, Defer):
-                held = claim.defer(conn, job.id, self.locked_by, error.until)
+                held = claim.defer(
+                    conn, job.id, self.locked_by, error.until, tenant_id=job.tenant_id
+                )
                 outcome = "deferred"
             elif isinstance(error, ReleaseFailed):
                 status = upstream.release_failed(conn, stage, job, self.locked_by, str(error))
@@ -430,7 +432,7 @@ class Pipeline:
                 outcome = "failed" if status == "failed" else "release_retried"
             elif isinstance(error, ValidationError):
                 reason = f"payload no longer fits the stage's model: {error}"
-                held = claim.fail_now(conn, job.id, self.locked_by, reason)
+                held = claim.fail_now(conn, job.id, self.locked_by, reason, tenant_id=job.tenant_id)
                 outcome = "failed"
             else:
                 retried = claim.retry_or_fail(
@@ -438,6 +440,7 @@ class Pipeline:
                     job.id,
                     self.locked_by,
                     describe(error),
+                    tenant_id=job.tenant_id,
                     backoff_unit_s=stage.backoff_unit_s,
                 )
                 held = retried is not None

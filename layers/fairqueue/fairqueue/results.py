@@ -23,7 +23,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from .db import Connection, after_commit
 from .errors import ConfigurationError, FairqueueError, InvalidPayload, UnknownJob
-from .jobs import storable_json
+from .inputs import storable_json
 from .queries import query
 from .stage import Stage, known_stage
 from .tenancy import tenant_scope, tenant_transaction
@@ -108,15 +108,17 @@ def save_result(
     """
     check_body(body, "a result body")
     with tenant_scope(conn, tenant_id):
-        source = conn.execute(query("result_source"), {"id": job_id}).fetchone()
+        source = result_source(conn, job_id, tenant_id)
         if source is None or source["tenant_id"] != tenant_id:
             raise UnknownJob(f"no job {job_id} for this tenant")
         if source["status"] != "done":
             raise JobNotFinished(f"job {job_id} is {source['status']}, not done")
         stage = known_stage(source["type"])
-        written = _record(conn, source, body, "client", stage)
-        assert written, "a client save always wins"
-        row = conn.execute(query("read_result"), {"job_id": source["result_job_id"]}).fetchone()
+        # A client save always wins over its own tenant's rows; refused only when the row its
+        # original names is another tenant's, which this tenant cannot see or replace.
+        if not _record(conn, source, body, "client", stage):
+            raise UnknownJob(f"no job {job_id} for this tenant")
+        row = _result_row(conn, source["result_job_id"], tenant_id)
         assert row is not None
     result = Result.from_row(row)
     if stage is not None and stage.after_result is not None:
@@ -128,6 +130,24 @@ def save_result(
         # A hook that cannot run now (a plain psycopg connection) is the backstop's to fire.
         after_commit(conn, fire)
     return result
+
+
+def result_source(conn: Connection, job_id: UUID, tenant_id: str | None) -> dict[str, Any] | None:
+    """What a result write needs to know of one of this tenant's jobs, in a transaction
+    clamped to it; None when the job is not this tenant's."""
+    row: dict[str, Any] | None = conn.execute(
+        query("result_source"), {"id": job_id, "tenant_id": tenant_id}
+    ).fetchone()
+    return row
+
+
+def _result_row(
+    conn: Connection, result_job_id: UUID, tenant_id: str | None
+) -> dict[str, Any] | None:
+    row: dict[str, Any] | None = conn.execute(
+        query("read_result"), {"job_id": result_job_id, "tenant_id": tenant_id}
+    ).fetchone()
+    return row
 
 
 def record_worker_result(conn: Connection, source: dict[str, Any], stage: Stage) -> bool:
@@ -159,16 +179,18 @@ def _record(
             "hook_due": stage is not None and stage.after_result is not None,
         },
     ).fetchone()
-    conn.execute(query("mark_result_decided"), {"id": source["id"]})
+    conn.execute(
+        query("mark_result_decided"), {"id": source["id"], "tenant_id": source["tenant_id"]}
+    )
     return row is not None
 
 
 def read_result(conn: Connection, job_id: UUID, *, tenant_id: str | None) -> Result | None:
     """The result row of a job (a re-check's is its original's), or None."""
     with tenant_scope(conn, tenant_id):
-        source = conn.execute(query("result_source"), {"id": job_id}).fetchone()
+        source = result_source(conn, job_id, tenant_id)
         key = source["result_job_id"] if source is not None else job_id
-        row = conn.execute(query("read_result"), {"job_id": key}).fetchone()
+        row = _result_row(conn, key, tenant_id)
     if row is None or row["tenant_id"] != tenant_id:
         return None
     return Result.from_row(row)
@@ -185,11 +207,12 @@ def fire_hook(conn: Connection, stage: Stage, result_job_id: UUID, tenant_id: st
         return False
     try:
         with tenant_transaction(conn, tenant_id):
-            row = conn.execute(query("lock_owed_hook"), {"job_id": result_job_id}).fetchone()
+            named = {"job_id": result_job_id, "tenant_id": tenant_id}
+            row = conn.execute(query("lock_owed_hook"), named).fetchone()
             if row is None:
                 return False
             stage.after_result(Result.from_row(row), conn)
-            conn.execute(query("mark_hook_fired"), {"job_id": result_job_id})
+            conn.execute(query("mark_hook_fired"), named)
     except Exception:
         log.exception("after_result hook of %s failed for %s", stage.name, result_job_id)
         return False

@@ -13,6 +13,7 @@ from pydantic import BaseModel
 
 from .db import Connection
 from .errors import ConfigurationError
+from .inputs import MAX_ATTEMPTS, MAX_BATCH, MAX_LEASE_S
 from .upstream import Upstream
 
 if TYPE_CHECKING:
@@ -124,16 +125,20 @@ class Stage:
         problems = []
         if not self.name or not self.name.strip():
             problems.append("name must be a non-empty string")
-        if self.batch < 1:
-            problems.append(f"batch must be at least 1, got {self.batch}")
+        if not 1 <= self.batch <= MAX_BATCH:
+            problems.append(f"batch must be from 1 to {MAX_BATCH}, got {self.batch}")
         if self.concurrency < 1:
             problems.append(f"concurrency must be at least 1, got {self.concurrency}")
-        if self.max_attempts < 1:
-            problems.append(f"max_attempts must be at least 1, got {self.max_attempts}")
+        if not 1 <= self.max_attempts <= MAX_ATTEMPTS:
+            problems.append(
+                f"max_attempts must be from 1 to {MAX_ATTEMPTS}, got {self.max_attempts}"
+            )
         if self.backoff_unit_s <= 0:
             problems.append(f"backoff_unit_s must be positive, got {self.backoff_unit_s}")
-        if self.lease_s <= 0:
-            problems.append(f"lease_s must be positive, got {self.lease_s}")
+        if not 0 < self.lease_s <= MAX_LEASE_S:
+            problems.append(
+                f"lease_s must be over 0 and at most {MAX_LEASE_S:g}, got {self.lease_s}"
+            )
         if self.job_timeout_s is not None and self.job_timeout_s <= 0:
             problems.append(f"job_timeout_s must be positive, got {self.job_timeout_s}")
         if self.delivery not in ("cron", "doorbell"):

@@ -3,7 +3,7 @@
 from .db import Connection
 from .plans import PLANS, Plans
 from .queries import query
-from .tenancy import tenant_scope
+from .tenancy import TenantMismatch, tenant_scope
 
 
 def set_plan(conn: Connection, tenant_id: str, plan: str, *, plans: Plans = PLANS) -> None:
@@ -24,6 +24,10 @@ def resume_group(conn: Connection, group_id: str, *, tenant_id: str | None = Non
 
 def _set_group_status(conn: Connection, group_id: str, tenant_id: str | None, status: str) -> None:
     with tenant_scope(conn, tenant_id):
-        conn.execute(
+        row = conn.execute(
             query("set_group_status"), {"id": group_id, "tenant_id": tenant_id, "status": status}
-        )
+        ).fetchone()
+    if row is None:
+        # Another tenant's group: the policy refuses this under the application role; on a
+        # login that bypasses it the statement's own tenant test left the group as it was.
+        raise TenantMismatch(f"group {group_id!r} is not tenant {tenant_id!r}'s")

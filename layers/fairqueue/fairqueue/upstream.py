@@ -66,9 +66,9 @@ def release_delay(tries: int, *, base_s: float, cap_s: float) -> float:
     return ceiling * random.uniform(0.5, 1.0)  # noqa: S311 - spreading retries, not secrets
 
 
-def mark_released(conn: Connection, job_id: UUID) -> None:
+def mark_released(conn: Connection, job_id: UUID, *, tenant_id: str | None) -> None:
     """Record, in the job's tenant transaction, that its held work has started."""
-    conn.execute(query("mark_released"), {"id": job_id})
+    conn.execute(query("mark_released"), {"id": job_id, "tenant_id": tenant_id})
 
 
 def release_failed(
@@ -80,6 +80,7 @@ def release_failed(
         query("release_failed"),
         {
             "id": job.id,
+            "tenant_id": job.tenant_id,
             "locked_by": locked_by,
             "error": f"releasing held upstream work failed: {error}",
             "window_s": stage.release_window_s,

@@ -87,6 +87,8 @@ class DoorbellRun:
                 query("claim_by_id"),
                 {
                     "id": doorbell.job_id,
+                    # Named as well as clamped: a superuser login is not held by the clamp.
+                    "tenant_id": doorbell.tenant_id,
                     "types": list(self.stages),
                     "leases": [s.lease_s for s in self.stages.values()],
                     "locked_by": pipeline.locked_by,

@@ -1,3 +1,7 @@
+-- Every statement below that runs under a tenant's clamp names the tenant as well, as lanes.sql
+-- does: a login that bypasses row-level security (a superuser) still touches one tenant's rows.
+-- tenant_id is NULL for a system job, hence `is not distinct from`.
+
 -- name: expire_served
 -- Moves the served window's edge up to now() - 1 day; skipped while it is less than a second stale.
 select fairqueue.expire_served()
@@ -21,7 +25,7 @@ select id, type, payload, tenant_id, group_id, attempts, max_attempts, lane, del
 select id, type, payload, tenant_id, group_id, attempts, max_attempts, lane, delta_of,
        upstream_id, released_at is not null as released, release_tries
   from fairqueue.jobs
- where id = any(%(ids)s::uuid[]);
+ where id = any(%(ids)s::uuid[]) and tenant_id is not distinct from %(tenant_id)s;
 
 -- name: has_claimable
 select fairqueue.has_claimable(%(type)s) as claimable;
@@ -32,8 +36,8 @@ select id from fairqueue.complete_claimed(%(tenant_ids)s::text[], %(ids)s::uuid[
                                           %(outputs)s::jsonb[], %(locked_by)s);
 
 -- name: retry_or_fail
--- Backoff counts the attempt the claim already added: 2, then 4, then 8 units (a unit is a
--- minute unless the stage sets another).
+-- Under the tenant's clamp. Backoff counts the attempt the claim already added: 2, then 4,
+-- then 8 units (a unit is a minute unless the stage sets another).
 update fairqueue.jobs
    set status = case when attempts >= max_attempts then 'failed' else 'pending' end,
        run_after = case when attempts >= max_attempts then run_after
@@ -41,30 +45,35 @@ update fairqueue.jobs
        finished_at = case when attempts >= max_attempts then now() end,
        lease_until = null,
        last_error = %(error)s
- where id = %(id)s and status = 'running' and locked_by = %(locked_by)s
+ where id = %(id)s and tenant_id is not distinct from %(tenant_id)s
+   and status = 'running' and locked_by = %(locked_by)s
 returning id, status, run_after;
 
 -- name: fail_now
+-- Under the tenant's clamp.
 update fairqueue.jobs
    set status = 'failed', finished_at = now(), lease_until = null, last_error = %(error)s
- where id = %(id)s and status = 'running' and locked_by = %(locked_by)s
+ where id = %(id)s and tenant_id is not distinct from %(tenant_id)s
+   and status = 'running' and locked_by = %(locked_by)s
 returning id;
 
 -- name: defer
--- Not an attempt: the claim's increment is undone.
+-- Under the tenant's clamp. Not an attempt: the claim's increment is undone.
 update fairqueue.jobs
    set status = 'pending',
        run_after = greatest(%(until)s::timestamptz, now()),
        attempts = greatest(attempts - 1, 0),
        lease_until = null
- where id = %(id)s and status = 'running' and locked_by = %(locked_by)s
+ where id = %(id)s and tenant_id is not distinct from %(tenant_id)s
+   and status = 'running' and locked_by = %(locked_by)s
 returning id, run_after;
 
 -- name: release
--- Claimed but never started: back as it was, attempt undone.
+-- Under the tenant's clamp. Claimed but never started: back as it was, attempt undone.
 update fairqueue.jobs
    set status = 'pending', attempts = greatest(attempts - 1, 0), lease_until = null
- where id = any(%(ids)s::uuid[]) and status = 'running' and locked_by = %(locked_by)s
+ where id = any(%(ids)s::uuid[]) and tenant_id is not distinct from %(tenant_id)s
+   and status = 'running' and locked_by = %(locked_by)s
 returning id;
 
 -- name: fail_abandoned
@@ -83,10 +92,13 @@ update fairqueue.jobs j
        run_id = %(run_id)s
   from unnest(%(types)s::text[], %(leases)s::float8[]) as lease (type, seconds)
  where j.id = %(id)s
+   and j.tenant_id is not distinct from %(tenant_id)s
    and j.type = lease.type
    and j.status = 'pending'
    and j.run_after <= now()
-   and not exists (select 1 from fairqueue.groups g where g.id = j.group_id and g.status = 'paused')
+   and not exists (select 1 from fairqueue.groups g
+                    where g.id = j.group_id and g.tenant_id is not distinct from %(tenant_id)s
+                      and g.status = 'paused')
 returning j.id, j.type, j.payload, j.tenant_id, j.group_id, j.attempts, j.max_attempts, j.lane,
           j.delta_of, j.upstream_id, j.released_at is not null as released, j.release_tries;
 

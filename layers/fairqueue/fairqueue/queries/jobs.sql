@@ -8,10 +8,11 @@ on conflict (coalesce(tenant_id, ''), dedupe_key)
 returning id;
 
 -- name: get_job
+-- Under the tenant's clamp, and naming the tenant too (a superuser login bypasses the clamp).
 select id, type, payload, tenant_id, group_id, dedupe_key, status, attempts, max_attempts,
        run_after, locked_at, lease_until, locked_by, last_error, run_id, created_at, finished_at
   from fairqueue.jobs
- where id = %(id)s;
+ where id = %(id)s and tenant_id is not distinct from %(tenant_id)s;
 
 -- name: status_by_type
 -- A door (sql/0003_tenancy.sql): counts per type across tenants.

@@ -38,6 +38,17 @@ select j.id, j.type, j.status, j.lane, j.delta_of, j.attempts, j.created_at, j.f
   from fairqueue.jobs j
  where j.id = %(id)s and j.tenant_id is not distinct from %(tenant_id)s and j.lane = %(lane)s;
 
+-- name: dedupe_taken
+-- Under the tenant's clamp: does an open job of the tenant already have the dedupe key? Asked
+-- before an upstream is asked to hold work, so a duplicate leaves nothing held there.
+select exists (
+    select 1 from fairqueue.jobs
+     where coalesce(tenant_id, '') = coalesce(%(tenant_id)s, '')
+       and tenant_id is not distinct from %(tenant_id)s
+       and dedupe_key = %(dedupe_key)s
+       and status in ('queued', 'pending', 'running')
+) as taken;
+
 -- name: admit_job
 -- created_at is read after the lane's lock was taken, so the lane's order is admission order
 -- (now() would be when the transaction began, before it waited for the lock).

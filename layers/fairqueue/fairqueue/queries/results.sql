@@ -1,14 +1,19 @@
+-- Every statement below that runs under a tenant's clamp names the tenant as well, as lanes.sql
+-- does: a login that bypasses row-level security (a superuser) still touches one tenant's rows.
+
 -- name: result_source
 -- Under the tenant's clamp: what a result write needs to know of the job it is for.
 select id, type, tenant_id, status, output, created_at, coalesce(delta_of, id) as result_job_id
   from fairqueue.jobs
- where id = %(id)s;
+ where id = %(id)s and tenant_id is not distinct from %(tenant_id)s;
 
 -- name: save_result
 -- Under the tenant's clamp. The one statement that writes results; precedence is its WHERE:
 -- a client save always wins; a worker save replaces only a worker row (never a client row, and
 -- a NULL saved_by is a legacy client row), and only with the output of the same or a later job.
 -- Every version of the row that lands owes its hook again (hook_fired_at NULL) when one is due.
+-- A row of another tenant (a re-check naming another tenant's job as its original) is never
+-- replaced: the insert carries this tenant, and the update asks the row for it too.
 insert into fairqueue.results as r (job_id, tenant_id, type, body, saved_by, saved_at,
                                     source_job_id, source_created_at, hook_fired_at)
 values (%(result_job_id)s, %(tenant_id)s, %(type)s, %(body)s, %(saved_by)s, now(),
@@ -21,33 +26,40 @@ on conflict (job_id) do update
        source_job_id = excluded.source_job_id,
        source_created_at = excluded.source_created_at,
        hook_fired_at = excluded.hook_fired_at
- where excluded.saved_by = 'client'
-    or (r.saved_by = 'worker'
-        and (excluded.source_job_id = r.source_job_id
-             or excluded.source_created_at > r.source_created_at))
+ where r.tenant_id is not distinct from %(tenant_id)s
+   and (excluded.saved_by = 'client'
+        or (r.saved_by = 'worker'
+            and (excluded.source_job_id = r.source_job_id
+                 or excluded.source_created_at > r.source_created_at)))
 returning job_id;
 
 -- name: mark_result_decided
 -- Under the tenant's clamp: this job's result is written (or was refused by precedence), so
 -- the backstop has nothing more to do for it.
-update fairqueue.jobs set result_at = now() where id = %(id)s and result_at is null;
+update fairqueue.jobs
+   set result_at = now()
+ where id = %(id)s and tenant_id is not distinct from %(tenant_id)s and result_at is null;
 
 -- name: read_result
 -- Under the tenant's clamp.
 select job_id, tenant_id, type, body, saved_by, saved_at, source_job_id, hook_fired_at
   from fairqueue.results
- where job_id = %(job_id)s;
+ where job_id = %(job_id)s and tenant_id is not distinct from %(tenant_id)s;
 
 -- name: lock_owed_hook
 -- Under the tenant's clamp: the result row, if its hook is still owed and no one else is
 -- firing it.
 select job_id, tenant_id, type, body, saved_by, saved_at, source_job_id
   from fairqueue.results
- where job_id = %(job_id)s and hook_fired_at is null
+ where job_id = %(job_id)s and tenant_id is not distinct from %(tenant_id)s
+   and hook_fired_at is null
    for update skip locked;
 
 -- name: mark_hook_fired
-update fairqueue.results set hook_fired_at = now() where job_id = %(job_id)s;
+-- Under the tenant's clamp.
+update fairqueue.results
+   set hook_fired_at = now()
+ where job_id = %(job_id)s and tenant_id is not distinct from %(tenant_id)s;
 
 -- name: claim_missing_results
 -- A door (sql/0007_results.sql): locks the batch for the caller's transaction.

@@ -1,8 +1,11 @@
+-- Both statements run under the job's tenant clamp and name the tenant as well, as lanes.sql
+-- does: a login that bypasses row-level security (a superuser) still touches one tenant's rows.
+
 -- name: mark_released
 -- Under the tenant's clamp: the job's held upstream work has been started.
 update fairqueue.jobs
    set released_at = now(), release_failing_since = null
- where id = %(id)s and released_at is null
+ where id = %(id)s and tenant_id is not distinct from %(tenant_id)s and released_at is null
 returning id;
 
 -- name: release_failed
@@ -13,7 +16,8 @@ with failing as (
     select id, now() - coalesce(release_failing_since, now())
                  >= %(window_s)s * interval '1 second' as window_passed
       from fairqueue.jobs
-     where id = %(id)s and status = 'running' and locked_by = %(locked_by)s
+     where id = %(id)s and tenant_id is not distinct from %(tenant_id)s
+       and status = 'running' and locked_by = %(locked_by)s
 )
 update fairqueue.jobs j
    set release_tries = j.release_tries + 1,
@@ -26,5 +30,5 @@ update fairqueue.jobs j
        run_after = case when f.window_passed then j.run_after
                         else now() + %(delay_s)s * interval '1 second' end
   from failing f
- where j.id = f.id
+ where j.id = f.id and j.tenant_id is not distinct from %(tenant_id)s
 returning j.id, j.status, j.run_after;

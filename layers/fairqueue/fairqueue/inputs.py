@@ -1,0 +1,131 @@
+"""What fairqueue accepts from a caller, checked before anything is written.
+
+Every limit here is documented (README, "What enqueue refuses"), and a value past one is an
+``InvalidPayload`` that names the field; nothing a caller passes reaches the driver as an
+error of the driver's own. The limits are what the columns hold (``max_attempts`` is an
+integer, labels are btree keys, a time must fit a timestamptz) with room for sense: a job that
+may take a thousand attempts, or starts in ten years, is a mistake more often than a plan.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from datetime import timedelta
+from typing import Any, Final
+
+from .errors import InvalidPayload
+
+MAX_DEPTH: Final = 64
+"""The deepest a JSON document may nest: objects and arrays inside one another."""
+
+MAX_LABEL_CHARS: Final = 200
+"""The longest a tenant id, group id, dedupe key or lane may be, in characters."""
+
+MAX_ATTEMPTS: Final = 1000
+"""The most attempts a job may be given."""
+
+MAX_DELAY: Final = timedelta(days=3650)
+"""The furthest ahead (or back) a ``run_after`` offset may reach."""
+
+MAX_BATCH: Final = 1000
+"""The most jobs one claim may take (the claim's door refuses more)."""
+
+MAX_LEASE_S: Final = 86_400.0
+"""The longest a claim may lease its jobs, in seconds (the claim's door refuses more)."""
+
+
+def text_problem(text: str) -> str | None:
+    """Why a string cannot be stored (a NUL, or a lone surrogate), or None."""
+    if "\x00" in text:
+        return "holds a NUL character (\\u0000), which Postgres cannot store"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return "is not valid Unicode (it holds a lone surrogate)"
+    return None
+
+
+def check_label(what: str, value: object) -> str | None:
+    """A tenant id, group id, dedupe key or lane: None, or a non-empty string within the limit."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value:
+        raise InvalidPayload(f"{what} must be a non-empty string or None")
+    if len(value) > MAX_LABEL_CHARS:
+        raise InvalidPayload(
+            f"{what} is {len(value)} characters, over the limit of {MAX_LABEL_CHARS}"
+        )
+    problem = text_problem(value)
+    if problem is not None:
+        raise InvalidPayload(f"{what} {problem}")
+    return value
+
+
+def check_attempts(what: str, value: object) -> int:
+    """A ``max_attempts``: a whole number from 1 to MAX_ATTEMPTS."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_ATTEMPTS:
+        raise InvalidPayload(
+            f"{what} must be a whole number from 1 to {MAX_ATTEMPTS}, got {value!r}"
+        )
+    return value
+
+
+def check_delay(what: str, value: timedelta) -> float:
+    """A ``run_after`` offset in seconds, within MAX_DELAY either way."""
+    if abs(value) > MAX_DELAY:
+        raise InvalidPayload(f"{what} may reach at most {MAX_DELAY.days} days, got {value}")
+    return value.total_seconds()
+
+
+def storable_json(document: Any, what: str) -> str:
+    """``document`` as the compact UTF-8 JSON a jsonb column stores, or InvalidPayload naming
+    the place in it that cannot be stored: a key that is not a string, a NUL, invalid Unicode,
+    a number JSON has no spelling for, a value JSON has no type for, or nesting past MAX_DEPTH.
+    """
+    # An explicit stack: a document nested deeper than Python's recursion limit is refused,
+    # not a RecursionError.
+    stack: list[tuple[Any, int, tuple[str | int, ...]]] = [(document, 0, ())]
+    while stack:
+        value, depth, path = stack.pop()
+        if isinstance(value, str):
+            problem = text_problem(value)
+            if problem is not None:
+                raise InvalidPayload(f"{what}: {_place(path)} {problem}")
+        elif isinstance(value, dict | list | tuple):
+            if depth >= MAX_DEPTH:
+                raise InvalidPayload(f"{what} nests deeper than {MAX_DEPTH} levels")
+            if isinstance(value, dict):
+                for key, item in value.items():
+                    if not isinstance(key, str):
+                        raise InvalidPayload(
+                            f"{what}: {_place(path)} has the key {key!r}, which is not a "
+                            "string (JSON object keys are strings)"
+                        )
+                    problem = text_problem(key)
+                    if problem is not None:
+                        raise InvalidPayload(f"{what}: a key of {_place(path)} {problem}")
+                    stack.append((item, depth + 1, (*path, key)))
+            else:
+                stack.extend((item, depth + 1, (*path, i)) for i, item in enumerate(value))
+        elif isinstance(value, float):
+            if not math.isfinite(value):
+                raise InvalidPayload(
+                    f"{what}: {_place(path)} is {value}, which is not JSON-serializable"
+                )
+        elif value is not None and not isinstance(value, bool | int):
+            raise InvalidPayload(
+                f"{what}: {_place(path)} is a {type(value).__name__}, "
+                "which is not JSON-serializable"
+            )
+    return json.dumps(document, separators=(",", ":"), ensure_ascii=False)
+
+
+def _place(path: tuple[str | int, ...]) -> str:
+    """Where in a document a value is, as ``the value at items[2].name``."""
+    if not path:
+        return "the document"
+    spelled = ""
+    for part in path:
+        spelled += f"[{part}]" if isinstance(part, int) else (f".{part}" if spelled else part)
+    return f"the value at {spelled}"

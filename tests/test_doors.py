@@ -1,0 +1,106 @@
+"""What the application role may do to the tables that decide the order: nothing but read."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+
+from fairqueue import Stage, connect, enqueue, run_pipeline
+from fairqueue.db import Connection
+from fairqueue.tenancy import tenant_transaction
+
+SERVED = Stage("served_kind", handler=lambda job: None)
+
+
+def served(conn: Connection) -> list[tuple[str, str, int]]:
+    rows = conn.execute("select type, group_key, n from fairqueue.served order by 1, 2")
+    return [(r["type"], r["group_key"], r["n"]) for r in rows.fetchall()]
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "update fairqueue.served set n = -1000000000",
+        "insert into fairqueue.served (type, group_key, n) values ('served_kind', 'g', -1e9)",
+        "delete from fairqueue.served",
+        "update fairqueue.served_watermark set watermark = now()",
+    ],
+)
+def test_the_application_role_cannot_rig_the_served_counts(
+    dsn: str, conn: Connection, statement: str
+) -> None:
+    enqueue(conn, "served_kind", {}, group_id="g")
+    run_pipeline(dsn, [SERVED])
+    before = served(conn)
+    assert before == [("served_kind", "g", 1)]
+    with connect(dsn, autocommit=True) as app, pytest.raises(psycopg.errors.InsufficientPrivilege):
+        app.execute(statement)  # type: ignore[arg-type]
+    assert served(conn) == before
+
+
+def test_the_served_triggers_still_count_for_the_application_role(
+    dsn: str, conn: Connection
+) -> None:
+    with connect(dsn, autocommit=True) as app:
+        for group in ("a", "a", "b"):
+            enqueue(app, "served_kind", {}, tenant_id="t", group_id=group)
+    run_pipeline(dsn, [SERVED])
+    assert served(conn) == [("served_kind", "a", 2), ("served_kind", "b", 1)]
+    with connect(dsn, autocommit=True) as app, tenant_transaction(app, "t"):
+        deleted = app.execute("delete from fairqueue.jobs where group_id = 'a'").rowcount
+    assert deleted == 2
+    assert served(conn) == [("served_kind", "a", 0), ("served_kind", "b", 1)]
+
+
+PLANS = "array['free']::text[], array[0]::integer[], 0"
+HOSTILE_CALLS = [
+    f"select * from fairqueue.claim('served_kind', 1000000, 1000000, 10, 'me', null, {PLANS})",
+    f"select * from fairqueue.claim('served_kind', 10, 40, 1e9, 'me', null, {PLANS})",
+    f"select * from fairqueue.claim('served_kind', 0, 40, 60, 'me', null, {PLANS})",
+    f"select * from fairqueue.claim('served_kind', 10, 40, 60, '', null, {PLANS})",
+    "select fairqueue.prune_jobs(interval '-1 day', 100)",
+    "select fairqueue.prune_jobs(interval '1 day', 100000000)",
+    "select fairqueue.trim_outputs(interval '-1 day', 100)",
+    "select * from fairqueue.claim_missing_results(array['served_kind'], interval '-1 day', 10)",
+    "select * from fairqueue.due_result_hooks(array['served_kind'], interval '1 s', 0)",
+    "select * from fairqueue.fail_abandoned(array['served_kind'], 1000000)",
+    "select * from fairqueue.stale_doorbells(array['served_kind'], interval '-1 s', 10)",
+    "select * from fairqueue.stalled_lanes(-1)",
+    "select * from fairqueue.claim_unchecked('served_kind', 10, 40, 60, 'me', null, " + PLANS + ")",
+]
+
+
+@pytest.mark.parametrize("call", HOSTILE_CALLS)
+def test_a_door_refuses_arguments_out_of_bounds_and_changes_nothing(
+    dsn: str, conn: Connection, call: str
+) -> None:
+    for tenant in ("a", "b"):
+        enqueue(conn, "served_kind", {}, tenant_id=tenant, group_id="g")
+    run_pipeline(dsn, [SERVED])  # two finished jobs, old enough for a negative window
+    pending = enqueue(conn, "served_kind", {}, tenant_id="b")
+    jobs_before = conn.execute(
+        "select id, status, lease_until, output from fairqueue.jobs order by id"
+    ).fetchall()
+    with (
+        connect(dsn, autocommit=True) as app,
+        pytest.raises((psycopg.errors.InvalidParameterValue, psycopg.errors.InsufficientPrivilege)),
+    ):
+        app.execute(call)  # type: ignore[arg-type]
+    jobs_after = conn.execute(
+        "select id, status, lease_until, output from fairqueue.jobs order by id"
+    ).fetchall()
+    assert jobs_after == jobs_before
+    assert pending in {row["id"] for row in jobs_after}
+
+
+def test_a_door_within_bounds_answers(dsn: str, conn: Connection) -> None:
+    enqueue(conn, "served_kind", {}, tenant_id="a")
+    with connect(dsn, autocommit=True) as app:
+        claimed = app.execute(
+            f"select * from fairqueue.claim('served_kind', 1000, 4000, 86400, 'me', null, {PLANS})"
+        ).fetchall()
+        assert [row["tenant_id"] for row in claimed] == ["a"]
+        assert (
+            app.execute("select fairqueue.prune_jobs(interval '1 s', 100000) as n").fetchone()["n"]
+            == 0
+        )
