@@ -108,7 +108,7 @@ def served_drift(conn: Connection) -> int:
         """
         select count(*) as n
           from (select type, group_key, n from fairqueue.served where n <> 0) s
-          full join (select j.type, coalesce(j.group_id, '') as group_key, count(*) as n
+          full join (select j.type, j.group_key, count(*) as n
                        from fairqueue.jobs j, fairqueue.served_watermark w
                       where j.served_at > w.watermark
                       group by 1, 2) r using (type, group_key)

@@ -207,7 +207,7 @@ def test_overlapping_claimers_over_many_groups_do_not_deadlock(conn: Connection,
     served = conn.execute(
         "select group_key, n from fairqueue.served where type = %s order by 1", (stage.name,)
     ).fetchall()
-    assert [(r["group_key"], r["n"]) for r in served] == [(f"grp-{g}", 25) for g in range(8)]
+    assert [(r["group_key"], r["n"]) for r in served] == [(f"/grp-{g}", 25) for g in range(8)]
 
 
 def test_a_stage_never_runs_more_handlers_at_once_than_its_concurrency(

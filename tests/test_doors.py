@@ -32,7 +32,7 @@ def test_the_application_role_cannot_rig_the_served_counts(
     enqueue(conn, "served_kind", {}, group_id="g")
     run_pipeline(dsn, [SERVED])
     before = served(conn)
-    assert before == [("served_kind", "g", 1)]
+    assert before == [("served_kind", "/g", 1)]
     with connect(dsn, autocommit=True) as app, pytest.raises(psycopg.errors.InsufficientPrivilege):
         app.execute(statement)  # type: ignore[arg-type]
     assert served(conn) == before
@@ -45,11 +45,11 @@ def test_the_served_triggers_still_count_for_the_application_role(
         for group in ("a", "a", "b"):
             enqueue(app, "served_kind", {}, tenant_id="t", group_id=group)
     run_pipeline(dsn, [SERVED])
-    assert served(conn) == [("served_kind", "a", 2), ("served_kind", "b", 1)]
+    assert served(conn) == [("served_kind", "t/a", 2), ("served_kind", "t/b", 1)]
     with connect(dsn, autocommit=True) as app, tenant_transaction(app, "t"):
         deleted = app.execute("delete from fairqueue.jobs where group_id = 'a'").rowcount
     assert deleted == 2
-    assert served(conn) == [("served_kind", "a", 0), ("served_kind", "b", 1)]
+    assert served(conn) == [("served_kind", "t/a", 0), ("served_kind", "t/b", 1)]
 
 
 PLANS = "array['free']::text[], array[0]::integer[], 0"

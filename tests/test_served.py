@@ -16,7 +16,7 @@ Stage("s1", handler=noop)
 Stage("s2", handler=noop)
 
 DEFINITION = """
-select type, coalesce(group_id, '') as group_key, count(*) as n
+select type, fairqueue.group_key(tenant_id, group_id) as group_key, count(*) as n
   from fairqueue.jobs
  where status in ('done', 'running')
    and coalesce(finished_at, locked_at) > now() - interval '1 day'
@@ -57,9 +57,10 @@ def test_counter_matches_the_definition_through_random_transitions(conn) -> None
                 (hours, rng.choice(ids)),
             )
         elif action < 0.85:
+            # A job moved to another group, or another tenant's group of the same name.
             conn.execute(
-                "update fairqueue.jobs set group_id = %s where id = %s",
-                (rng.choice(groups), rng.choice(ids)),
+                "update fairqueue.jobs set group_id = %s, tenant_id = %s where id = %s",
+                (rng.choice(groups), rng.choice(["a", None]), rng.choice(ids)),
             )
         elif action < 0.9:
             conn.execute(
@@ -82,7 +83,7 @@ def test_a_served_job_leaves_the_count_when_it_turns_a_day_old(conn) -> None:
         " finished_at = now() - interval '1 day' + interval '2 seconds' where id = %s",
         (job_id,),
     )
-    assert by_counter(conn) == {("s1", "g"): 1}
+    assert by_counter(conn) == {("s1", "/g"): 1}
     time.sleep(2.5)
     assert by_definition(conn) == {}
     assert by_counter(conn) == {}
@@ -100,7 +101,7 @@ def test_a_claim_reads_counts_expired_up_to_its_own_time(conn) -> None:
     conn.execute(
         "update fairqueue.jobs set status = 'done', finished_at = now() where id = %s", (recent,)
     )
-    assert by_counter(conn) == {("s1", "old"): 2, ("s1", "recent"): 1}
+    assert by_counter(conn) == {("s1", "/old"): 2, ("s1", "/recent"): 1}
     time.sleep(2.5)
     # "old" now has nothing served in the last day, "recent" has one: old goes first, though
     # nothing but the claim itself has expired the counter since.

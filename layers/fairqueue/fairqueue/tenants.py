@@ -1,9 +1,11 @@
 """Who owns work: a tenant's plan, and a group's active or paused state."""
 
 from .db import Connection
+from .errors import InvalidPayload
+from .inputs import check_label
 from .plans import PLANS, Plans
 from .queries import query
-from .tenancy import TenantMismatch, tenant_scope
+from .tenancy import tenant_scope
 
 
 def set_plan(conn: Connection, tenant_id: str, plan: str, *, plans: Plans = PLANS) -> None:
@@ -23,11 +25,11 @@ def resume_group(conn: Connection, group_id: str, *, tenant_id: str | None = Non
 
 
 def _set_group_status(conn: Connection, group_id: str, tenant_id: str | None, status: str) -> None:
+    if group_id is None:
+        raise InvalidPayload("group_id must be a non-empty string (a default group has no id)")
+    check_label("group_id", group_id)
+    check_label("tenant_id", tenant_id)
     with tenant_scope(conn, tenant_id):
-        row = conn.execute(
+        conn.execute(
             query("set_group_status"), {"id": group_id, "tenant_id": tenant_id, "status": status}
-        ).fetchone()
-    if row is None:
-        # Another tenant's group: the policy refuses this under the application role; on a
-        # login that bypasses it the statement's own tenant test left the group as it was.
-        raise TenantMismatch(f"group {group_id!r} is not tenant {tenant_id!r}'s")
+        )

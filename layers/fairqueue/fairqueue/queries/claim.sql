@@ -97,7 +97,7 @@ update fairqueue.jobs j
    and j.status = 'pending'
    and j.run_after <= now()
    and not exists (select 1 from fairqueue.groups g
-                    where g.id = j.group_id and g.tenant_id is not distinct from %(tenant_id)s
+                    where g.key = j.group_key and g.tenant_id is not distinct from %(tenant_id)s
                       and g.status = 'paused')
 returning j.id, j.type, j.payload, j.tenant_id, j.group_id, j.attempts, j.max_attempts, j.lane,
           j.delta_of, j.upstream_id, j.released_at is not null as released, j.release_tries;
