@@ -612,6 +612,27 @@ def test_a_bad_request_line_is_refused(
     assert (answer.status, error_code(answer)) == (status, code), answer.body
 
 
+@pytest.mark.parametrize("method", ["TRACE", "CONNECT", "BREW"])
+def test_a_method_no_route_knows_gets_the_json_405(server: api.ApiServer, method: str) -> None:
+    answer = call(server, method, "/jobs")
+    assert (answer.status, error_code(answer)) == (405, "method_not_allowed"), answer.body
+    assert answer.headers["allow"] == "GET, POST"
+
+
+@pytest.mark.parametrize("claim", ["tenant_id", "lane"])
+def test_a_signed_token_whose_claim_holds_a_nul_is_unauthorized(
+    server: api.ApiServer, conn: Connection, claim: str
+) -> None:
+    identity = {"tenant_id": "acme", "lane": "alice", claim: "ac\x00me"}
+    token = api.mint_token(SECRET, tenant_id=identity["tenant_id"], lane=identity["lane"])
+    for method, path in (("GET", "/jobs"), ("POST", "/jobs"), ("GET", f"/jobs/{uuid4()}")):
+        body = {"type": "api_analyze", "payload": {"doc": "a"}} if method == "POST" else None
+        answer = call(server, method, path, body, token=token)
+        assert (answer.status, error_code(answer)) == (401, "invalid_token"), answer.body
+        assert "holds a NUL" in answer.body["error"]["message"]
+    assert jobs(conn) == []
+
+
 def test_a_wrong_method_names_the_methods_allowed(server: api.ApiServer) -> None:
     answer = call(server, "PATCH", "/jobs")
     assert answer.headers["allow"] == "GET, POST"

@@ -47,6 +47,7 @@ from .errors import (
     UpstreamRejected,
     UpstreamUnavailable,
 )
+from .inputs import check_label
 from .jobs import max_payload_bytes
 from .lanes import InsufficientCredit, admit
 from .queries import query
@@ -496,6 +497,10 @@ def identity_from_claims(claims: Mapping[str, Any], names: ClaimNames) -> Identi
         value = claims.get(claim)
         if not isinstance(value, str) or not value:
             raise _unauthorized("missing_claim", f"the token has no {claim} claim (a string)")
+        try:
+            check_label(f"the token's {claim} claim", value)
+        except InvalidPayload as exc:
+            raise _unauthorized("invalid_token", str(exc)) from None
         values[claim] = value
     return Identity(tenant_id=values[names.tenant], lane=values[names.lane])
 
@@ -709,7 +714,12 @@ class _RequestHandler(BaseHTTPRequestHandler):
         )
         self._send(reply)
 
-    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_OPTIONS = do_HEAD = _dispatch
+    def __getattr__(self, name: str) -> Any:
+        # Every method reaches the core, which answers one that no route takes with a JSON 405
+        # and Allow (for TRACE or a made-up method the base class would send an HTML 501).
+        if name.startswith("do_"):
+            return self._dispatch
+        raise AttributeError(name)
 
     def _body(self) -> bytes:
         raw_length = self.headers.get("Content-Length") or "0"
