@@ -16,7 +16,7 @@ from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
 from fairqueue import Stage, run_pipeline
-from fairqueue.api import openapi_document
+from fairqueue.api_document import packaged_document
 from fairqueue.upstream import InProcessUpstream
 
 COST = 5
@@ -64,7 +64,7 @@ def finish_rendered(dsn: str) -> None:
     assert (result.stop_reason, result.jobs_failed) == ("no_work", 0), result
 
 
-DOC = openapi_document()
+DOC = packaged_document()
 DOC_URI = "urn:fairqueue:openapi"
 REGISTRY: Registry[Any] = Registry().with_resource(
     DOC_URI, Resource.from_contents(DOC, default_specification=DRAFT202012)

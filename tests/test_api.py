@@ -36,6 +36,7 @@ from fairqueue.db import Connection
 from fairqueue.errors import ConfigurationError
 from fairqueue.lanes import add_credits, balance, lane_jobs
 from fairqueue.serve import roles_of
+from fairqueue.stage import known_types
 
 TESTS = Path(__file__).resolve().parent
 SECRET = "test-secret-of-the-local-api-0123456789"
@@ -150,7 +151,16 @@ def test_the_openapi_document_is_valid_and_served_without_a_token(server: api.Ap
     validate_spec(DOC)
     answer = call(server, "GET", "/openapi.json", token=None)
     assert answer.status == 200
-    assert answer.body == DOC
+    validate_spec(answer.body)
+    assert answer.body["paths"] == DOC["paths"]
+    # The admission body names the job types clients may admit, each with its payload model.
+    variants = answer.body["components"]["schemas"]["AdmitRequest"]["oneOf"]
+    by_type = {v["properties"]["type"]["const"]: v["properties"]["payload"] for v in variants}
+    admittable = sorted(s.name for s in known_types().values() if s.clients_may_admit)
+    assert sorted(by_type) == admittable
+    assert "api_internal" not in by_type
+    assert by_type["api_analyze"]["required"] == ["doc"]
+    assert by_type["api_paid"]["allOf"] == [{"$ref": "#/components/schemas/StorableObject"}]
     assert call(server, "POST", "/openapi.json", {}, token=None).status == 405
 
 

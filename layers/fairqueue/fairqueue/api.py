@@ -23,9 +23,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from functools import cache
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from importlib import resources
 from typing import Any, Final, Literal
 from urllib.parse import parse_qs, unquote, urlsplit
 from uuid import UUID
@@ -35,6 +33,7 @@ import psycopg
 from psycopg.pq import TransactionStatus
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from .api_document import openapi_document
 from .db import Connection, connect
 from .errors import (
     ConfigurationError,
@@ -266,13 +265,6 @@ def public_reply(method: str, path: str) -> Reply | None:
     if method != "GET":
         return _method_not_allowed(method, OPENAPI_PATH, ("GET",)).reply()
     return Reply(200, openapi_document())
-
-
-@cache
-def openapi_document() -> dict[str, Any]:
-    text = (resources.files("fairqueue") / "openapi.json").read_text(encoding="utf-8")
-    document: dict[str, Any] = json.loads(text)
-    return document
 
 
 def _allow(method: str, route: str) -> None:
