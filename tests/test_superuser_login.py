@@ -1,7 +1,10 @@
 """A superuser (or BYPASSRLS) login is not held by the tenant policies, so every statement the
 library makes for a tenant names that tenant itself. Here the library runs on the server's
-superuser login (``admin_dsn``): a statement naming the wrong tenant reads and writes nothing,
-and the normal path still works."""
+superuser login: the loop's own connection is the superuser's (``conn=admin``, a caller's
+connection, used as it is), so the statements it makes are held by nothing but their own
+tenant predicates; a statement naming the wrong tenant reads and writes nothing, and the
+normal path still works. (Connections the library opens for itself work as the application
+role: tests/test_app_role.py.)"""
 
 from __future__ import annotations
 
@@ -34,7 +37,9 @@ def admin(admin_dsn: str) -> Iterator[psycopg.Connection[Any]]:
         yield c
 
 
-def test_a_doorbell_naming_another_tenant_claims_nothing_and_is_dropped(admin_dsn, conn) -> None:
+def test_a_doorbell_naming_another_tenant_claims_nothing_and_is_dropped(
+    admin_dsn, admin, conn
+) -> None:
     doorbell_stages.reset()
     tenant_job = enqueue(conn, "bell", {}, tenant_id="a")
     system_job = enqueue(conn, "bell", {})
@@ -44,7 +49,7 @@ def test_a_doorbell_naming_another_tenant_claims_nothing_and_is_dropped(admin_ds
         Doorbell(job_id=system_job, tenant_id="a"),
     ]
     for bell in wrong:
-        result = ring_all(admin_dsn, doorbell_stages.STAGES, [bell])
+        result = ring_all(admin_dsn, doorbell_stages.STAGES, [bell], conn=admin)
         assert (result.summary.get("doorbells_dropped"), result.jobs_done) == (1, 0)
     for job_id in (tenant_job, system_job):
         row = job(conn, job_id)
@@ -55,15 +60,17 @@ def test_a_doorbell_naming_another_tenant_claims_nothing_and_is_dropped(admin_ds
         Doorbell(job_id=tenant_job, tenant_id="a"),
         Doorbell(job_id=system_job, tenant_id=None),
     ]
-    assert ring_all(admin_dsn, doorbell_stages.STAGES, right).jobs_done == 2
+    assert ring_all(admin_dsn, doorbell_stages.STAGES, right, conn=admin).jobs_done == 2
     assert sorted(doorbell_stages.RAN) == sorted([(tenant_job, 1), (system_job, 1)])
 
 
-def test_a_doorbell_is_not_held_by_another_tenants_paused_group(admin_dsn, conn) -> None:
+def test_a_doorbell_is_not_held_by_another_tenants_paused_group(admin_dsn, admin, conn) -> None:
     doorbell_stages.reset()
     conn.execute("insert into fairqueue.groups (id, tenant_id, status) values ('g', 'b', 'paused')")
     job_id = enqueue(conn, "bell", {}, tenant_id="a", group_id="g")
-    result = ring_all(admin_dsn, doorbell_stages.STAGES, [Doorbell(job_id=job_id, tenant_id="a")])
+    result = ring_all(
+        admin_dsn, doorbell_stages.STAGES, [Doorbell(job_id=job_id, tenant_id="a")], conn=admin
+    )
     # As under the application role: tenant a's job does not see tenant b's group.
     assert result.jobs_done == 1
     assert [(job_id, 1)] == doorbell_stages.RAN
@@ -99,10 +106,10 @@ def results_rows(conn) -> list[tuple[UUID, str | None, Any]]:
     return [(r["job_id"], r["tenant_id"], r["body"]) for r in rows]
 
 
-def done_job(admin_dsn: str, conn, tenant_id: str | None, n: int = 1) -> UUID:
+def done_job(admin_dsn: str, admin, conn, tenant_id: str | None, n: int = 1) -> UUID:
     job_id = enqueue(conn, "su_result", {"n": n}, tenant_id=tenant_id)
     assert job_id is not None
-    assert run_pipeline(admin_dsn, [RESULTS]).jobs_done == 1
+    assert run_pipeline(admin_dsn, [RESULTS], conn=admin).jobs_done == 1
     return job_id
 
 
@@ -110,7 +117,7 @@ def test_a_result_named_with_another_tenant_is_neither_written_nor_read(
     admin_dsn, admin, conn
 ) -> None:
     HOOKED.clear()
-    a_job = done_job(admin_dsn, conn, "a")
+    a_job = done_job(admin_dsn, admin, conn, "a")
     with pytest.raises(UnknownJob):
         save_result(admin, a_job, {"shown": "by b"}, tenant_id="b")
     assert results_rows(conn) == []
@@ -139,9 +146,9 @@ def test_a_result_named_with_another_tenant_is_neither_written_nor_read(
 def test_a_re_check_naming_another_tenants_job_cannot_replace_or_read_its_result(
     admin_dsn, admin, conn
 ) -> None:
-    a_job = done_job(admin_dsn, conn, "a", 1)
+    a_job = done_job(admin_dsn, admin, conn, "a", 1)
     save_result(admin, a_job, {"shown": "a's own"}, tenant_id="a")
-    b_job = done_job(admin_dsn, conn, "b", 2)
+    b_job = done_job(admin_dsn, admin, conn, "b", 2)
     # A row the library never makes (admission checks the lane): b's job names a's as its
     # original, so its result row would be a's.
     conn.execute("update fairqueue.jobs set delta_of = %s where id = %s", (a_job, b_job))
@@ -151,11 +158,13 @@ def test_a_re_check_naming_another_tenants_job_cannot_replace_or_read_its_result
     assert read_result(admin, b_job, tenant_id="b") is None
 
 
-def test_the_backstop_on_a_superuser_login_writes_each_tenants_result_once(admin_dsn, conn) -> None:
+def test_the_backstop_on_a_superuser_login_writes_each_tenants_result_once(
+    admin_dsn, admin, conn
+) -> None:
     HOOKED.clear()
-    jobs = {tenant: done_job(admin_dsn, conn, tenant, n) for n, tenant in enumerate("ab")}
+    jobs = {tenant: done_job(admin_dsn, admin, conn, tenant, n) for n, tenant in enumerate("ab")}
     conn.execute("update fairqueue.jobs set finished_at = now() - interval '1 minute'")
-    swept = Backstop(admin_dsn, [RESULTS], ResultSettings(grace_s=0.3)).sweep()
+    swept = Backstop(admin_dsn, [RESULTS], ResultSettings(grace_s=0.3)).sweep(conn=admin)
     assert swept is not None
     assert (swept.written, swept.refused, swept.hooks_fired) == (2, 0, 2)
     assert sorted(results_rows(conn), key=str) == sorted(
@@ -232,7 +241,7 @@ def test_a_run_over_two_tenants_on_a_superuser_login_finishes_each_job_once(
         held[tenant] = (up, down)
     DOWN.available = False
     try:
-        result = run_pipeline(admin_dsn, [MIXED, HELD_UP, HELD_DOWN])
+        result = run_pipeline(admin_dsn, [MIXED, HELD_UP, HELD_DOWN], conn=admin)
     finally:
         DOWN.available = True
 
@@ -282,7 +291,9 @@ def test_a_run_over_two_tenants_on_a_superuser_login_finishes_each_job_once(
     assert all(work.released for work in UP.work.values()) and len(UP.work) == 2
 
 
-def test_a_stop_request_gives_each_tenants_jobs_back_on_a_superuser_login(admin_dsn, conn) -> None:
+def test_a_stop_request_gives_each_tenants_jobs_back_on_a_superuser_login(
+    admin_dsn, admin, conn
+) -> None:
     stop = threading.Event()
     RAN.clear()
 
@@ -292,7 +303,7 @@ def test_a_stop_request_gives_each_tenants_jobs_back_on_a_superuser_login(admin_
 
     stage = Stage("su_stop", handler=stopping, batch=10)
     ids = [enqueue(conn, "su_stop", {}, tenant_id=t) for t in ("a", "b", "c", None)]
-    result = run_pipeline(admin_dsn, [stage], stop=stop)
+    result = run_pipeline(admin_dsn, [stage], stop=stop, conn=admin)
     assert result.jobs_done == 1
     rows = [job(conn, job_id) for job_id in ids]
     assert sorted((r["status"], r["attempts"]) for r in rows) == [

@@ -599,7 +599,7 @@ class ConnectionPool:
             with self._lock:
                 conn = self._idle.pop() if self._idle else None
             if conn is None:
-                return connect(self.dsn, autocommit=True)
+                return connect(self.dsn, autocommit=True, as_app_role=True)
             try:
                 # A kept connection may have been closed by the server since.
                 conn.execute("select 1")

@@ -81,7 +81,7 @@ class Backstop:
         try:
             if conn is not None:
                 return self._sweep(conn, stop, deadline)
-            with connect(self.dsn, autocommit=True) as owned:
+            with connect(self.dsn, autocommit=True, as_app_role=True) as owned:
                 return self._sweep(owned, stop, deadline)
         finally:
             self._in_flight.release()

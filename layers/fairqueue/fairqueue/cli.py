@@ -55,7 +55,7 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
         payload = json.loads(args.payload)
     except json.JSONDecodeError as exc:
         raise FairqueueError(f"the payload is not valid JSON: {exc}") from None
-    with connect(resolve_database(args)) as conn:
+    with connect(resolve_database(args), as_app_role=True) as conn:
         job_id = enqueue(
             conn,
             args.type,
@@ -96,7 +96,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     example = spec == function.DEFAULT_STAGES
     if example and not args.no_seed:
         # Autocommit: each tenant's jobs are written in a transaction clamped to that tenant.
-        with connect(dsn, autocommit=True) as conn:
+        with connect(dsn, autocommit=True, as_app_role=True) as conn:
             seeded = seed_workload(conn, seed=args.seed)
         if seeded:
             print(f"enqueued the example workload: {seeded} documents (seed {args.seed})")
@@ -107,7 +107,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         answer = cron.CronAnswer.model_validate(
             handler(local.scheduled_event(), local.LocalContext())
         )
-        with connect(dsn) as conn:
+        with connect(dsn, as_app_role=True) as conn:
             run = get_run(conn, answer.run_id)
             assert run is not None, f"the handler answered with an unknown run {answer.run_id}"
             print_run(run)
@@ -116,10 +116,10 @@ def cmd_run(args: argparse.Namespace) -> int:
             print("stopped: the batch in flight finished and its run row is written")
             return 0
         if drained:
-            with connect(dsn) as conn:
+            with connect(dsn, as_app_role=True) as conn:
                 print_status(conn)
             if example:
-                with connect(dsn, autocommit=True) as conn:
+                with connect(dsn, autocommit=True, as_app_role=True) as conn:
                     print_lanes(conn)
                     show_results(conn, dsn)
             return 0
@@ -262,13 +262,13 @@ def cmd_token(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    with connect(resolve_database(args)) as conn:
+    with connect(resolve_database(args), as_app_role=True) as conn:
         print_status(conn)
     return 0
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
-    with connect(resolve_database(args)) as conn:
+    with connect(resolve_database(args), as_app_role=True) as conn:
         print_run_header()
         for run in recent_runs(conn, args.limit):
             print_run(run)

@@ -3,15 +3,19 @@
 import logging
 import os
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 import psycopg
 from psycopg.pq import TransactionStatus
 from psycopg.rows import dict_row
 
-from .errors import DatabaseUnavailable
+from .errors import ConfigurationError, DatabaseUnavailable
+from .queries import query
 
 Connection = psycopg.Connection[dict[str, Any]]
+
+# The role the library works as: it owns nothing and has no BYPASSRLS (sql/0003_tenancy.sql).
+APP_ROLE: Final = "fairqueue_app"
 
 log = logging.getLogger("fairqueue.db")
 
@@ -66,17 +70,57 @@ def resolve_dsn(dsn: str | None = None) -> str:
     return found
 
 
-def connect(dsn: str | None = None, *, autocommit: bool = False) -> FairqueueConnection:
+def connect(
+    dsn: str | None = None, *, autocommit: bool = False, as_app_role: bool = False
+) -> FairqueueConnection:
     """Open a psycopg connection whose rows are dicts.
 
     Used as ``with connect(dsn) as conn:``, the block is one transaction that commits on exit,
     so ``enqueue`` commits together with the caller's own writes.
+
+    With ``as_app_role`` (every connection the library opens for itself), a login that
+    row-level security does not hold works as ``fairqueue_app`` when it may become it; see
+    :func:`work_as_app_role`.
     """
     target = resolve_dsn(dsn)
     try:
-        return FairqueueConnection.connect(target, autocommit=autocommit, row_factory=dict_row)
+        conn = FairqueueConnection.connect(target, autocommit=autocommit, row_factory=dict_row)
     except psycopg.OperationalError as exc:
         raise DatabaseUnavailable(f"cannot reach the database: {_first_line(exc)}") from exc
+    if as_app_role:
+        try:
+            work_as_app_role(conn)
+        except BaseException:
+            conn.close()
+            raise
+    return conn
+
+
+def work_as_app_role(conn: Connection) -> None:
+    """Make a login that bypasses row-level security (a superuser, a ``BYPASSRLS`` role) work
+    as ``fairqueue_app`` for the rest of the session, when it may become it, so the policies
+    hold for the library's own statements whatever the login. A login the policies already
+    hold is left as it is: nothing is set, and a transaction pooler sees no session state.
+
+    A bypassing login that cannot become the application role is refused under
+    ``FAIRQUEUE_ENV=production`` (the tenant predicates of the library's statements would be
+    the only wall); elsewhere it is a warning.
+    """
+    row = conn.execute(query("login_role"), {"role": APP_ROLE}).fetchone()
+    if row is None or not row["bypasses_rls"] or row["is_app_role"]:
+        return
+    if row["can_become"]:
+        conn.execute(query("become_app_role"))
+        if not conn.autocommit:
+            conn.commit()  # a later rollback must not undo the role
+        return
+    problem = (
+        f"the database login {row['login']!r} bypasses row-level security and cannot become "
+        f"{APP_ROLE}: log in as a member of {APP_ROLE} (docs/tenancy.md, Roles)"
+    )
+    if os.environ.get("FAIRQUEUE_ENV") == "production":
+        raise ConfigurationError(problem)
+    log.warning("%s; tenants are kept apart by the library's own statements alone", problem)
 
 
 def _first_line(exc: BaseException) -> str:

@@ -294,7 +294,7 @@ class PostgresListener:
 
     def __init__(self, dsn: str, *, channel: str = CHANNEL) -> None:
         self.channel = channel
-        self._conn = connect(dsn, autocommit=True)
+        self._conn = connect(dsn, autocommit=True, as_app_role=True)
         try:
             self._conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
         except BaseException:

@@ -186,7 +186,7 @@ class ConnectionCache:
             except psycopg.Error:
                 conn.close()
         self._dsn = self._resolve()
-        self._conn = connect(self._dsn, autocommit=True)
+        self._conn = connect(self._dsn, autocommit=True, as_app_role=True)
         return self._conn
 
     @property

@@ -103,7 +103,7 @@ class _Db:
         try:
             conn = self._spare.get_nowait()
         except queue.Empty:
-            conn = connect(self.dsn, autocommit=True)
+            conn = connect(self.dsn, autocommit=True, as_app_role=True)
             with self._lock:
                 self._opened.append(conn)
         try:
@@ -530,7 +530,7 @@ def invocation(
     if len(set(names)) != len(names):
         raise ValueError(f"stage names must be unique, got {names}")
     owned = conn is None
-    active = conn if conn is not None else connect(dsn, autocommit=True)
+    active = conn if conn is not None else connect(dsn, autocommit=True, as_app_role=True)
     try:
         if not active.autocommit:
             raise ValueError("an invocation needs an autocommit connection")
@@ -606,7 +606,7 @@ def _close(
             return
         except psycopg.Error:
             log.exception("closing run %s failed; retrying on a new connection", run_id)
-    with connect(dsn, autocommit=True) as fresh:
+    with connect(dsn, autocommit=True, as_app_role=True) as fresh:
         close_run(fresh, run_id, reason, tally, error=error)
 
 
