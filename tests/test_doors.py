@@ -104,3 +104,41 @@ def test_a_door_within_bounds_answers(dsn: str, conn: Connection) -> None:
             app.execute("select fairqueue.prune_jobs(interval '1 s', 100000) as n").fetchone()["n"]
             == 0
         )
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "update fairqueue.runs set stop_reason = 'no_work', error = null",
+        "delete from fairqueue.runs",
+        "insert into fairqueue.runs (trigger) values ('forged')",
+        "select * from fairqueue.close_run("
+        "  (select id from fairqueue.runs limit 1), 'no_work', -1, 0, 0, 0, '{}', null)",
+        "select * from fairqueue.open_run('', '{}')",
+        "select * from fairqueue.open_run('forged', '[]')",
+    ],
+)
+def test_the_application_role_cannot_rewrite_the_runs(
+    dsn: str, conn: Connection, statement: str
+) -> None:
+    run_pipeline(dsn, [SERVED])
+    before = conn.execute("select * from fairqueue.runs order by started_at").fetchall()
+    assert [r["stop_reason"] for r in before] == ["no_work"]
+    with (
+        connect(dsn, autocommit=True) as app,
+        pytest.raises((psycopg.errors.InsufficientPrivilege, psycopg.errors.InvalidParameterValue)),
+    ):
+        app.execute(statement)  # type: ignore[arg-type]
+    assert conn.execute("select * from fairqueue.runs order by started_at").fetchall() == before
+
+
+def test_a_closed_run_cannot_be_closed_again(dsn: str, conn: Connection) -> None:
+    result = run_pipeline(dsn, [SERVED])
+    with connect(dsn, autocommit=True) as app:
+        again = app.execute(
+            "select * from fairqueue.close_run(%s, 'error', 0, 0, 0, 0, '{}', 'rewritten')",
+            (result.run_id,),
+        ).fetchall()
+    assert again == []
+    (row,) = conn.execute("select stop_reason, error from fairqueue.runs").fetchall()
+    assert (row["stop_reason"], row["error"]) == ("no_work", None)

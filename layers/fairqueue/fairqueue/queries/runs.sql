@@ -1,20 +1,12 @@
 -- name: open_run
-insert into fairqueue.runs (trigger, summary)
-values (%(trigger)s, %(summary)s)
-returning id, started_at;
+-- A door (sql/0014_runs_by_door.sql): the application role cannot write runs itself.
+select id, started_at from fairqueue.open_run(%(trigger)s, %(summary)s);
 
 -- name: close_run
-update fairqueue.runs
-   set stop_reason = %(stop_reason)s,
-       jobs_done = %(jobs_done)s,
-       jobs_failed = %(jobs_failed)s,
-       jobs_deferred = %(jobs_deferred)s,
-       quota_units = %(quota_units)s,
-       summary = summary || %(summary)s,
-       error = %(error)s,
-       finished_at = now()
- where id = %(id)s and finished_at is null
-returning id;
+-- A door (sql/0014_runs_by_door.sql): closes an open run once; no row when it was closed.
+select id
+  from fairqueue.close_run(%(id)s, %(stop_reason)s, %(jobs_done)s, %(jobs_failed)s,
+                           %(jobs_deferred)s, %(quota_units)s, %(summary)s, %(error)s);
 
 -- name: recent_runs
 select id, trigger, stop_reason, jobs_done, jobs_failed, jobs_deferred, quota_units, error,
