@@ -143,8 +143,13 @@ def test_a_batch_reads_and_completes_its_jobs_by_primary_key(conn) -> None:
     read = batch_statement_plan(
         conn,
         "fairqueue.read_claimed(text[], uuid[], text)",
-        {"owner.ids": "$1::uuid[]", "p_locked_by": "$2::text", "running_status": "$3::text"},
-        [ids, "me", "running"],
+        {
+            "owner.ids": "$1::uuid[]",
+            "p_locked_by": "$2::text",
+            "running_status": "$3::text",
+            "owner.tenant_id": "$4::text",
+        },
+        [ids, "me", "running", None],
     )
     complete = batch_statement_plan(
         conn,
@@ -154,8 +159,9 @@ def test_a_batch_reads_and_completes_its_jobs_by_primary_key(conn) -> None:
             "owner.outputs": "$2::jsonb[]",
             "p_locked_by": "$3::text",
             "running_status": "$4::text",
+            "owner.tenant_id": "$5::text",
         },
-        [ids, [None] * len(ids), "me", "running"],
+        [ids, [None] * len(ids), "me", "running", None],
     )
     for plan in (read, complete):
         assert {n["Index Name"] for n in plan if "Index Name" in n} == {"jobs_pkey"}

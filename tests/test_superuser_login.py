@@ -312,3 +312,17 @@ def test_a_stop_request_gives_each_tenants_jobs_back_on_a_superuser_login(
         ("pending", 0),
         ("pending", 0),
     ]
+
+
+def test_the_batch_functions_name_each_jobs_tenant(admin, conn) -> None:
+    from fairqueue.claim import claim_batch, complete_claimed, read_jobs
+
+    Stage("batched_su", handler=lambda job: None)
+    a_job = enqueue(conn, "batched_su", {}, tenant_id="a")
+    (claimed,) = claim_batch(admin, "batched_su", batch=1, lease_s=60, locked_by="me")
+    assert claimed.id == a_job
+    # The pair names tenant b for a's job: nothing is read, nothing finished.
+    assert read_jobs(admin, "b", [a_job]) == []
+    assert complete_claimed(admin, [("b", a_job)], "me") == set()
+    assert job(conn, a_job)["status"] == "running"
+    assert complete_claimed(admin, [("a", a_job)], "me") == {a_job}
