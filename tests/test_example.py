@@ -59,9 +59,9 @@ def test_example_workload_is_deterministic_and_exercises_every_rule(dsn, conn) -
 def test_seeding_needs_an_autocommit_connection(dsn) -> None:
     import pytest
 
-    from fairqueue import connect
+    from fairqueue import ConfigurationError, connect
 
-    with connect(dsn) as c, pytest.raises(ValueError, match="autocommit"):
+    with connect(dsn) as c, pytest.raises(ConfigurationError, match="autocommit"):
         seed_workload(c)
     with connect(dsn, autocommit=True) as c:
         assert seed_workload(c, documents=5) == 5

@@ -334,5 +334,5 @@ def test_bad_stage_definitions_are_refused() -> None:
         Stage("bad", handler=lambda j: None, max_attempts=2**31)
     with pytest.raises(ConfigurationError, match="concurrency"):
         Stage("bad", handler=lambda j: None, concurrency=0)
-    with pytest.raises(ValueError, match="unique"):
+    with pytest.raises(ConfigurationError, match="unique"):
         run_pipeline("unused", [Stage("dup", handler=print), Stage("dup", handler=print)])

@@ -40,7 +40,9 @@ from .errors import (
     DatabaseUnavailable,
     DuplicateJob,
     FairqueueError,
+    InsufficientCredit,
     InvalidPayload,
+    JobNotFinished,
     PayloadTooLarge,
     UnknownJob,
     UpstreamRejected,
@@ -48,9 +50,9 @@ from .errors import (
 )
 from .inputs import check_label
 from .jobs import max_payload_bytes
-from .lanes import InsufficientCredit, admit
+from .lanes import admit
 from .queries import query
-from .results import JobNotFinished, Result, read_result, save_result
+from .results import Result, read_result, save_result
 from .stage import known_stage
 from .tenancy import tenant_transaction
 

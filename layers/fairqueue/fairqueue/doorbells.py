@@ -45,7 +45,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic_core import ErrorDetails
 
 from .db import connect
-from .errors import ConfigurationError, FairqueueError
+from .errors import ConfigurationError, InvalidDoorbell
 
 log = logging.getLogger("fairqueue.doorbells")
 
@@ -57,10 +57,6 @@ SQS_BATCH_LIMIT: Final = 10
 
 ADAPTERS: Final = ("sqs", "postgres", "memory")
 """The values ``FAIRQUEUE_DOORBELLS`` accepts."""
-
-
-class InvalidDoorbell(FairqueueError):
-    """A message body that is not a doorbell; the message says what was wrong."""
 
 
 class Doorbell(BaseModel):

@@ -47,3 +47,19 @@ class UpstreamRejected(FairqueueError):
 
 class UpstreamUnavailable(FairqueueError):
     """The upstream service could not be reached or failed; the same call may work later."""
+
+
+class InvalidDoorbell(FairqueueError):
+    """A message body that is not a doorbell; the message says what was wrong."""
+
+
+class InsufficientCredit(FairqueueError):
+    """The tenant's balance cannot pay for the job."""
+
+
+class JobNotFinished(FairqueueError):
+    """A result was saved for a job that is not done."""
+
+
+class TenantMismatch(FairqueueError):
+    """A transaction clamped to one tenant was asked to work for another."""

@@ -36,7 +36,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from .db import Connection
-from .errors import UpstreamRejected
+from .errors import ConfigurationError, UpstreamRejected
 from .jobs import enqueue
 from .lanes import add_credits, admit
 from .quotas import define_quota
@@ -247,7 +247,7 @@ def seed_workload(
     one tenant.
     """
     if not conn.autocommit:
-        raise ValueError(
+        raise ConfigurationError(
             "seed_workload needs an autocommit connection (it writes for many tenants)"
         )
     if open_jobs(conn) > 0:

@@ -16,7 +16,7 @@ from uuid import UUID, uuid4
 from psycopg.types.json import Jsonb
 
 from .db import Connection
-from .errors import DuplicateJob, FairqueueError, InvalidPayload, UnknownJob
+from .errors import DuplicateJob, InsufficientCredit, InvalidPayload, UnknownJob
 from .inputs import check_label
 from .jobs import doorbell_of, prepare, ring_when_committed
 from .queries import query
@@ -27,10 +27,6 @@ from .tenancy import tenant_scope
 # key space of their own.
 LANE_LOCK_NAMESPACE: Final = 0x46514C4E
 CREDIT_LOCK_NAMESPACE: Final = 0x46514352
-
-
-class InsufficientCredit(FairqueueError):
-    """The tenant's balance cannot pay for the job."""
 
 
 @dataclass(frozen=True)

@@ -29,12 +29,12 @@ from pydantic import ValidationError
 from . import claim, jobs, lanes, quotas, ringing, upstream
 from .db import Connection, connect
 from .doorbells import Doorbell
-from .errors import DatabaseUnavailable
+from .errors import ConfigurationError, DatabaseUnavailable, TenantMismatch
 from .plans import PLANS, Plans
 from .results import check_body
 from .runs import RunTally, StageTally, StopReason, close_run, open_run
 from .stage import Defer, Job, Stage
-from .tenancy import TenantMismatch, tenant_transaction, tenants_transaction
+from .tenancy import tenant_transaction, tenants_transaction
 
 log = logging.getLogger("fairqueue.pipeline")
 
@@ -525,15 +525,15 @@ def invocation(
     one is opened from ``dsn`` (or ``DATABASE_URL``) and closed.
     """
     if not stages:
-        raise ValueError("an invocation needs at least one Stage")
+        raise ConfigurationError("an invocation needs at least one Stage")
     names = [s.name for s in stages]
     if len(set(names)) != len(names):
-        raise ValueError(f"stage names must be unique, got {names}")
+        raise ConfigurationError(f"stage names must be unique, got {names}")
     owned = conn is None
     active = conn if conn is not None else connect(dsn, autocommit=True, as_app_role=True)
     try:
         if not active.autocommit:
-            raise ValueError("an invocation needs an autocommit connection")
+            raise ConfigurationError("an invocation needs an autocommit connection")
         try:
             run_id = open_run(active, trigger, {**(opening_summary or {}), "host": _host()})
         except psycopg.Error as exc:

@@ -2,7 +2,7 @@
 
 from dataclasses import dataclass
 
-from .errors import UnknownPlan
+from .errors import ConfigurationError, UnknownPlan
 
 
 @dataclass(frozen=True)
@@ -20,7 +20,7 @@ class Plans:
     def __post_init__(self) -> None:
         names = [p.name for p in self.plans]
         if not names or len(set(names)) != len(names):
-            raise ValueError(f"plans need unique names, got {names}")
+            raise ConfigurationError(f"plans need unique names, got {names}")
 
     def get(self, name: str) -> Plan:
         for plan in self.plans:

@@ -7,7 +7,7 @@ from datetime import datetime, timedelta
 from typing import Literal
 
 from .db import Connection
-from .errors import UnknownQuota
+from .errors import ConfigurationError, UnknownQuota
 from .queries import query
 from .stage import Defer
 
@@ -36,11 +36,11 @@ def define_quota(
 ) -> None:
     """Create a quota full, or change its capacity, reserve and period (remaining is kept)."""
     if capacity < 0 or reserve < 0 or reserve > capacity:
-        raise ValueError(
+        raise ConfigurationError(
             f"quota {name!r}: need 0 <= reserve <= capacity, got {reserve}, {capacity}"
         )
     if period <= timedelta(0):
-        raise ValueError(f"quota {name!r}: period must be positive, got {period}")
+        raise ConfigurationError(f"quota {name!r}: period must be positive, got {period}")
     conn.execute(
         query("define_quota"),
         {
@@ -71,7 +71,7 @@ def read_quota(conn: Connection, name: str) -> QuotaState:
 def spend(conn: Connection, name: str, units: int) -> int:
     """Spend units without touching the reserve; returns what remains, or raises Defer."""
     if units < 1:
-        raise ValueError(f"quota {name!r}: spend at least one unit, got {units}")
+        raise ConfigurationError(f"quota {name!r}: spend at least one unit, got {units}")
     with conn.transaction():
         conn.execute(query("reset_due_quota"), {"name": name})
         row = conn.execute(query("spend_quota"), {"name": name, "units": units}).fetchone()

@@ -22,7 +22,7 @@ from psycopg.types.json import Jsonb
 from pydantic import BaseModel, Field, ValidationError
 
 from .db import Connection, after_commit
-from .errors import ConfigurationError, FairqueueError, InvalidPayload, UnknownJob
+from .errors import ConfigurationError, InvalidPayload, JobNotFinished, UnknownJob
 from .inputs import storable_json
 from .queries import query
 from .stage import Stage, known_stage
@@ -31,10 +31,6 @@ from .tenancy import tenant_scope, tenant_transaction
 log = logging.getLogger("fairqueue.results")
 
 Writer = Literal["client", "worker"]
-
-
-class JobNotFinished(FairqueueError):
-    """A result was saved for a job that is not done."""
 
 
 @dataclass(frozen=True)

@@ -23,8 +23,8 @@ import boto3
 
 from . import api, ringing
 from .backstop import Backstop
-from .doorbells import Doorbell, InvalidDoorbell, MemoryDoorbells, PostgresListener
-from .errors import ConfigurationError
+from .doorbells import Doorbell, MemoryDoorbells, PostgresListener
+from .errors import ConfigurationError, InvalidDoorbell
 from .pipeline import run_pipeline
 from .stage import Stage
 from .sweeper import sweep

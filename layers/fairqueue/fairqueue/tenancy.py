@@ -14,19 +14,15 @@ from contextlib import contextmanager
 from psycopg.pq import TransactionStatus
 
 from .db import Connection
-from .errors import FairqueueError
+from .errors import InvalidPayload, TenantMismatch
 
 TENANT_SETTING = "fairqueue.tenant_id"
 SYSTEM_SETTING = "fairqueue.system"
 
 
-class TenantMismatch(FairqueueError):
-    """A transaction clamped to one tenant was asked to work for another."""
-
-
 def _clamp(conn: Connection, tenant_id: str | None) -> None:
     if tenant_id is not None and (not isinstance(tenant_id, str) or not tenant_id):
-        raise FairqueueError(f"a tenant id must be a non-empty string or None, got {tenant_id!r}")
+        raise InvalidPayload(f"a tenant id must be a non-empty string or None, got {tenant_id!r}")
     # The settings are written by one SQL function (sql/0009), which the batch functions call too.
     conn.execute("select fairqueue.clamp(%(tenant)s)", {"tenant": tenant_id})
 

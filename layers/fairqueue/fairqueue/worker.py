@@ -23,6 +23,7 @@ from typing import Literal
 from . import claim
 from .db import Connection
 from .doorbells import Doorbell
+from .errors import ConfigurationError
 from .pipeline import (
     LambdaContextLike,
     Pipeline,
@@ -56,7 +57,9 @@ class DoorbellRun:
         self.pipeline = pipeline
         self.stages = {s.name: s for s in pipeline.stages if s.delivery == "doorbell"}
         if not self.stages:
-            raise ValueError("a doorbell worker needs at least one Stage with delivery='doorbell'")
+            raise ConfigurationError(
+                "a doorbell worker needs at least one Stage with delivery='doorbell'"
+            )
 
     def ring_message(self, message_id: str, body: str) -> Outcome:
         """Read one queue message and ring it; a message that fails is logged with its id and
