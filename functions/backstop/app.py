@@ -8,6 +8,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from fairqueue.backstop import Backstop
 from fairqueue.function import ScheduledEvent, function_setup, invocation_logging
+from fairqueue.pipeline import budget_seconds
 
 logger = Logger()
 metrics = Metrics()
@@ -17,8 +18,6 @@ CONNECTION, STAGES = function_setup(logger)
 # The connection is the invocation's (CONNECTION.get()); the backstop holds the stages and
 # the guard that keeps one container's sweeps from stacking.
 BACKSTOP = Backstop(None, STAGES)
-# Kept back from the remaining time so the batch in flight and its hooks can finish.
-MARGIN_S = 15.0
 
 
 @logger.inject_lambda_context(clear_state=True)
@@ -29,7 +28,8 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     tick = ScheduledEvent.parse(event)
     if tick.correlation_id:
         logger.set_correlation_id(tick.correlation_id)
-    budget_s = max(context.get_remaining_time_in_millis() / 1000.0 - MARGIN_S, 0.0)
+    # The run's margin is kept back, so the batch in flight and its hooks can finish.
+    budget_s = budget_seconds(float("inf"), context)
     result = BACKSTOP.sweep(budget_s=budget_s, conn=CONNECTION.get())
     if result is None:
         logger.info("backstop skipped: a sweep of this container is still in flight")
