@@ -100,3 +100,16 @@ def library_logger_restored() -> Iterator[None]:
     library.handlers[:] = handlers
     library.propagate = propagate
     library.setLevel(level)
+
+
+@pytest.fixture(autouse=True)
+def stage_registry_restored() -> Iterator[None]:
+    """Stages a test declares are known to enqueue for that test only; the ones its modules
+    declared at import stay known."""
+    from fairqueue import stage
+
+    known = dict(stage.known_types())
+    yield
+    with stage._registry_lock:
+        stage._registry.clear()
+        stage._registry.update(known)
