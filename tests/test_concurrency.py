@@ -13,10 +13,9 @@ from collections.abc import Callable
 from typing import Any
 from uuid import UUID
 
-from fairqueue import Job, Stage, connect, enqueue, run_pipeline
+from fairqueue import Job, RunResult, Stage, connect, enqueue, run_pipeline
 from fairqueue.claim import ClaimedJob, claim_batch
 from fairqueue.db import Connection
-from fairqueue.pipeline import RunResult
 from fairqueue.tenants import pause_group, set_plan
 from support import age_job, count, runs
 

@@ -8,7 +8,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from fairqueue.backstop import Backstop
 from fairqueue.function import ScheduledEvent, function_setup, invocation_logging
-from fairqueue.pipeline import budget_seconds
+from fairqueue.run import budget_seconds
 
 logger = Logger()
 metrics = Metrics()

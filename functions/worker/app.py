@@ -32,17 +32,17 @@ CONNECTION, STAGES = function_setup(logger)
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
     conn = CONNECTION.get()
-    with doorbell_run(CONNECTION.dsn, STAGES, conn=conn, context=context) as run:
+    with doorbell_run(CONNECTION.dsn, STAGES, conn=conn, context=context) as doorbells:
 
         def ring(record: SQSRecord) -> str:
             # Raises for a message that fails: that record alone is reported, logged, counted.
-            return run.ring_message(record.message_id, record.body)
+            return doorbells.ring_message(record.message_id, record.body)
 
         response = process_partial_response(
             event=event, record_handler=ring, processor=processor, context=context
         )
-    result = run.pipeline.result()
-    counters = run.pipeline.tally.counters
+    result = doorbells.run.result()
+    counters = doorbells.run.tally.counters
     for name, counter in (
         ("DoorbellsRan", "doorbells_ran"),
         ("DoorbellsDropped", "doorbells_dropped"),

@@ -8,7 +8,8 @@ from collections.abc import Sequence
 from pydantic import BaseModel, ConfigDict, Field
 
 from .function import ConnectionCache, ScheduledEvent
-from .pipeline import DEFAULT_TIME_BUDGET_S, LambdaContextLike, RunResult, run_pipeline
+from .pipeline import DEFAULT_TIME_BUDGET_S, run_pipeline
+from .run import LambdaContextLike, RunResult
 from .stage import Stage
 
 # Set by a local runner on Ctrl-C or SIGTERM: the batch in flight finishes, then the run closes.

@@ -1,5 +1,7 @@
 """Errors a caller can act on. Each message names what was wrong."""
 
+import traceback
+
 
 class FairqueueError(Exception):
     """Base class of every error fairqueue raises on purpose."""
@@ -63,3 +65,9 @@ class JobNotFinished(FairqueueError):
 
 class TenantMismatch(FairqueueError):
     """A transaction clamped to one tenant was asked to work for another."""
+
+
+def describe(error: BaseException) -> str:
+    """An exception as the one line a job or a run row keeps of it."""
+    text = "".join(traceback.format_exception_only(type(error), error)).strip()
+    return text[:4000]

@@ -17,8 +17,8 @@ from uuid import UUID
 from . import lanes, ringing
 from .db import Connection
 from .doorbells import Doorbell
-from .pipeline import invocation
 from .queries import query
+from .run import invocation
 from .stage import Stage
 from .status import TypeStatus, queue_status
 
@@ -47,9 +47,9 @@ def sweep(
     """One sweep, one runs row (trigger ``sweeper``); ``summary`` is recorded on the row as
     it opens (the sweeper function records the tick that started it there)."""
     doorbell_types = [s.name for s in stages if s.delivery == "doorbell"]
-    with invocation(dsn, stages, trigger="sweeper", conn=conn, opening_summary=summary) as pipeline:
-        pipeline.fail_abandoned()
-        with pipeline.db.use() as c:
+    with invocation(dsn, stages, trigger="sweeper", conn=conn, opening_summary=summary) as run:
+        run.outcomes.fail_abandoned()
+        with run.db.use() as c:
             c.execute(query("expire_served"))
             rows = c.execute(
                 query("stale_doorbells"),
@@ -62,14 +62,14 @@ def sweep(
                 c.execute(query("mark_rung"), {"ids": rung})
             promoted = lanes.promote_stalled(c)
             status = queue_status(c)
-        pipeline.tally.count("lanes_promoted", promoted)
-        pipeline.tally.count("republished", len(rung))
-        pipeline.tally.count("ring_failures", len(failed))
+        run.tally.count("lanes_promoted", promoted)
+        run.tally.count("republished", len(rung))
+        run.tally.count("ring_failures", len(failed))
     return SweepResult(
-        run_id=pipeline.run_id,
+        run_id=run.run_id,
         republished=len(rung),
         ring_failures=len(failed),
-        abandoned_failed=pipeline.tally.abandoned_failed,
+        abandoned_failed=run.tally.abandoned_failed,
         lanes_promoted=promoted,
         status=status,
     )

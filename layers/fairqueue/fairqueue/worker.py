@@ -23,16 +23,9 @@ from typing import Literal
 from . import claim
 from .db import Connection
 from .doorbells import Doorbell
-from .errors import ConfigurationError
-from .pipeline import (
-    LambdaContextLike,
-    Pipeline,
-    RunResult,
-    budget_seconds,
-    describe,
-    invocation,
-)
+from .errors import ConfigurationError, describe
 from .queries import query
+from .run import LambdaContextLike, Run, RunResult, budget_seconds, invocation
 from .stage import Stage
 from .tenancy import tenant_transaction
 
@@ -53,9 +46,9 @@ class OutOfTime(Exception):
 class DoorbellRun:
     """One worker invocation: any number of doorbells, one runs row."""
 
-    def __init__(self, pipeline: Pipeline) -> None:
-        self.pipeline = pipeline
-        self.stages = {s.name: s for s in pipeline.stages if s.delivery == "doorbell"}
+    def __init__(self, run: Run) -> None:
+        self.run = run
+        self.stages = {s.name: s for s in run.stages if s.delivery == "doorbell"}
         if not self.stages:
             raise ConfigurationError(
                 "a doorbell worker needs at least one Stage with delivery='doorbell'"
@@ -68,7 +61,7 @@ class DoorbellRun:
             return self.ring(Doorbell.parse(body))
         except Exception as exc:
             reason = describe(exc)
-            tally = self.pipeline.tally
+            tally = self.run.tally
             tally.count("doorbells_failed")
             if len(tally.failed_messages) < FAILED_MESSAGES_KEPT:
                 tally.failed_messages.append({"message_id": message_id, "reason": reason})
@@ -82,10 +75,10 @@ class DoorbellRun:
 
     def ring(self, doorbell: Doorbell) -> Outcome:
         """Claim the doorbell's job and run it, or drop the doorbell."""
-        pipeline = self.pipeline
-        if pipeline.deadline - time.monotonic() <= 0:
+        run = self.run
+        if run.deadline - time.monotonic() <= 0:
             raise OutOfTime("no time left in this invocation to start a job")
-        with pipeline.db.use() as conn, tenant_transaction(conn, doorbell.tenant_id):
+        with run.db.use() as conn, tenant_transaction(conn, doorbell.tenant_id):
             row = conn.execute(
                 query("claim_by_id"),
                 {
@@ -94,27 +87,27 @@ class DoorbellRun:
                     "tenant_id": doorbell.tenant_id,
                     "types": list(self.stages),
                     "leases": [s.lease_s for s in self.stages.values()],
-                    "locked_by": pipeline.locked_by,
-                    "run_id": pipeline.run_id,
+                    "locked_by": run.locked_by,
+                    "run_id": run.run_id,
                 },
             ).fetchone()
         if row is None:
-            pipeline.tally.count("doorbells_dropped")
+            run.tally.count("doorbells_dropped")
             log.info("dropped doorbell %s: nothing of that tenant to claim", doorbell.to_json())
             return "dropped"
         job = claim.ClaimedJob.from_row(row)
         stage = self.stages[job.type]
         # A stage's job_timeout_s bounds its jobs; else the longest one this invocation ran.
-        needed = stage.job_timeout_s or pipeline.longest_batch.get(stage.name, 0.0)
-        left = pipeline.deadline - time.monotonic()
+        needed = stage.job_timeout_s or run.longest_batch.get(stage.name, 0.0)
+        left = run.deadline - time.monotonic()
         if needed > left:
-            pipeline.release([job], pipeline.tally.stage(stage.name))
+            run.outcomes.give_back([job], run.tally.stage(stage.name))
             raise OutOfTime(
                 f"job {job.id} of {stage.name} may take {needed:.1f} s and this invocation "
                 f"has {max(left, 0.0):.1f} s left; it is back to pending"
             )
-        pipeline.tally.count("doorbells_ran")
-        pipeline.run_batch(stage, [job])
+        run.tally.count("doorbells_ran")
+        run.run_batch(stage, [job])
         return "ran"
 
 
@@ -136,8 +129,8 @@ def doorbell_run(
     deadline = float("inf")
     if context is not None:
         deadline = time.monotonic() + budget_seconds(float("inf"), context, margin_s)
-    with invocation(dsn, stages, trigger=trigger, conn=conn, deadline=deadline) as pipeline:
-        yield DoorbellRun(pipeline)
+    with invocation(dsn, stages, trigger=trigger, conn=conn, deadline=deadline) as run:
+        yield DoorbellRun(run)
 
 
 def ring_all(
@@ -148,7 +141,7 @@ def ring_all(
     conn: Connection | None = None,
 ) -> RunResult:
     """Run a list of doorbells in one invocation (process mode, tests)."""
-    with doorbell_run(dsn, stages, conn=conn) as run:
+    with doorbell_run(dsn, stages, conn=conn) as doorbell_invocation:
         for doorbell in doorbells:
-            run.ring(doorbell)
-    return run.pipeline.result()
+            doorbell_invocation.ring(doorbell)
+    return doorbell_invocation.run.result()

@@ -1,0 +1,208 @@
+"""Every state change of a claimed job after its claim, in one place: done (with its follow-ups),
+retried, deferred, failed for good (with its refund and its give-up hook), given back unstarted,
+and the lanes those free. Each change names the claimer, so a run that lost a job to a rescue
+changes nothing; the worker and the sweeper go through here as the loop does.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+from uuid import UUID
+
+from pydantic import ValidationError
+
+from . import claim, jobs, lanes, ringing, upstream
+from .connections import RunConnections
+from .db import Connection
+from .doorbells import Doorbell
+from .errors import describe
+from .executor import FollowUps, ReleaseFailed
+from .runs import RunTally, StageTally
+from .stage import Defer, Job, Stage
+from .tenancy import tenant_transaction, tenants_transaction
+
+log = logging.getLogger("fairqueue.outcomes")
+
+
+class Outcomes:
+    def __init__(
+        self,
+        db: RunConnections,
+        *,
+        run_id: UUID,
+        locked_by: str,
+        tally: RunTally,
+        follow_ups: FollowUps,
+        by_type: dict[str, Stage],
+        job_for: Callable[[Stage, claim.ClaimedJob], Job],
+    ) -> None:
+        self.db = db
+        self.run_id = run_id
+        self.locked_by = locked_by
+        self.tally = tally
+        self.follow_ups = follow_ups
+        self.by_type = by_type
+        self.job_for = job_for
+
+    def complete_batch(
+        self,
+        succeeded: list[claim.ClaimedJob],
+        outputs: dict[UUID, dict[str, Any] | None],
+        tally: StageTally,
+    ) -> None:
+        """Mark a batch's successes done in one transaction, with their follow-ups.
+
+        One commit per batch rather than per job; a run that dies before it leaves those jobs
+        running, and they run again after their lease, as any job of a dead run does.
+        """
+        if not succeeded:
+            return
+        follow_ups = {job.id: self.follow_ups.take(job.id) for job in succeeded}
+        owned = [(job.tenant_id, job.id) for job in succeeded]
+        with self.db.use() as conn:
+            if not any(follow_ups.values()):
+                # Nothing to insert after the completions: one statement, no transaction.
+                done = len(claim.complete_claimed(conn, owned, self.locked_by, outputs))
+            else:
+                bells: list[Doorbell] = []
+                with tenants_transaction(conn) as clamp:
+                    held = claim.complete_claimed(conn, owned, self.locked_by, outputs)
+                    # Follow-ups only of jobs whose completion held, each under its tenant's clamp.
+                    owed = claim.by_tenant(
+                        (job.tenant_id, job.id)
+                        for job in succeeded
+                        if job.id in held and follow_ups[job.id]
+                    )
+                    for tenant_id, job_ids in owed.items():
+                        clamp(tenant_id)
+                        for job_id in job_ids:
+                            bells.extend(self.insert_follow_ups(conn, follow_ups[job_id]))
+                done = len(held)
+                ringing.ring(conn, bells)
+        tally.done += done
+        self.count_lost(tally, len(succeeded) - done)
+        self.free_lanes(succeeded)
+
+    def give_back(self, not_started: list[claim.ClaimedJob], tally: StageTally) -> None:
+        """Give back what a stop request kept from starting, attempt undone."""
+        grouped = claim.by_tenant((job.tenant_id, job.id) for job in not_started)
+        for tenant_id, job_ids in grouped.items():
+            with self.db.use() as conn, tenant_transaction(conn, tenant_id):
+                released = claim.release(conn, job_ids, self.locked_by, tenant_id=tenant_id)
+            tally.released += released
+            self.count_lost(tally, len(job_ids) - released)
+
+    def insert_follow_ups(
+        self, conn: Connection, follow_ups: list[jobs.PreparedJob]
+    ) -> list[Doorbell]:
+        """Insert a job's follow-ups; the doorbells to ring once they are committed."""
+        bells: list[Doorbell] = []
+        for prepared in follow_ups:
+            bell = jobs.doorbell_for(prepared, jobs.insert(conn, prepared))
+            if bell is not None:
+                bells.append(bell)
+        return bells
+
+    def free_lanes(self, finished: list[claim.ClaimedJob]) -> None:
+        """A lane whose first-pass job finished starts its next queued job at once."""
+        lanes_done = {(job.tenant_id, job.lane) for job in finished if job.holds_a_lane}
+        for tenant_id, lane in sorted(lanes_done, key=str):
+            assert lane is not None
+            with self.db.use() as conn:
+                lanes.promote_next(conn, tenant_id, lane)
+
+    def count_lost(self, tally: StageTally, lost: int) -> None:
+        if lost:
+            # A rescue took these jobs after our lease ran out; they are that claimer's now.
+            tally.lost += lost
+            log.warning("%d job(s) were no longer held by run %s", lost, self.run_id)
+
+    def finalize_failure(
+        self,
+        stage: Stage,
+        job: claim.ClaimedJob,
+        error: BaseException,
+        tally: StageTally,
+    ) -> None:
+        self.follow_ups.take(job.id)  # follow-ups land only with a completion
+        with self.db.use() as conn, tenant_transaction(conn, job.tenant_id):
+            # Failed for good: the job's credits come back in the same transaction.
+            if isinstance(error, Defer):
+                held = claim.defer(
+                    conn, job.id, self.locked_by, error.until, tenant_id=job.tenant_id
+                )
+                outcome = "deferred"
+            elif isinstance(error, ReleaseFailed):
+                status = upstream.release_failed(conn, stage, job, self.locked_by, str(error))
+                held = status is not None
+                outcome = "failed" if status == "failed" else "release_retried"
+            elif isinstance(error, ValidationError):
+                reason = f"payload no longer fits the stage's model: {error}"
+                held = claim.fail_now(conn, job.id, self.locked_by, reason, tenant_id=job.tenant_id)
+                outcome = "failed"
+            else:
+                retried = claim.retry_or_fail(
+                    conn,
+                    job.id,
+                    self.locked_by,
+                    describe(error),
+                    tenant_id=job.tenant_id,
+                    backoff_unit_s=stage.backoff_unit_s,
+                )
+                held = retried is not None
+                outcome = "failed" if retried is None or retried.status == "failed" else "retried"
+            if held and outcome == "failed":
+                lanes.refund(conn, job.tenant_id, job.id, "failed for good")
+        if not held:
+            self.count_lost(tally, 1)
+            return
+        if outcome == "deferred":
+            tally.deferred += 1
+        elif outcome == "release_retried":
+            tally.release_retries += 1
+        elif outcome == "retried":
+            tally.retried += 1
+        else:
+            tally.failed += 1
+            self.give_up(stage, job, describe(error))
+            self.free_lanes([job])
+
+    def give_up(self, stage: Stage, job: claim.ClaimedJob, error: str) -> None:
+        if stage.on_give_up is None:
+            return
+        try:
+            stage.on_give_up(self.job_for(stage, job), error)
+            follow_ups = self.follow_ups.take(job.id)
+            if follow_ups:
+                with self.db.use() as conn:
+                    with tenant_transaction(conn, job.tenant_id):
+                        bells = self.insert_follow_ups(conn, follow_ups)
+                    ringing.ring(conn, bells)
+        except Exception as exc:
+            self.follow_ups.take(job.id)
+            log.exception("give-up hook of %s failed for job %s", stage.name, job.id)
+            self.tally.hook_errors.append(f"{stage.name} {job.id}: {describe(exc)}")
+
+    def fail_abandoned(self) -> None:
+        """Fail this run's stages' jobs that died on their last attempt, and run their hooks.
+
+        Only the run's own types: a run that cannot call a stage's give-up hook leaves its jobs
+        to a run that can.
+        """
+        with self.db.use() as conn:
+            abandoned = claim.fail_abandoned(conn, list(self.by_type))
+            errors = {item.id: item.error for item in abandoned}
+            grouped = claim.by_tenant((item.tenant_id, item.id) for item in abandoned)
+            found = [
+                job
+                for tenant_id, job_ids in grouped.items()
+                for job in claim.read_jobs(conn, tenant_id, job_ids)
+            ]
+        for job in found:
+            self.tally.abandoned_failed += 1
+            with self.db.use() as conn, tenant_transaction(conn, job.tenant_id):
+                lanes.refund(conn, job.tenant_id, job.id, "died on its last attempt")
+            self.give_up(self.by_type[job.type], job, errors[job.id])
+        self.free_lanes(found)
