@@ -160,6 +160,8 @@ def test_the_openapi_document_is_valid_and_served_without_a_token(server: api.Ap
     assert sorted(by_type) == admittable
     assert "api_internal" not in by_type
     assert by_type["api_analyze"]["required"] == ["doc"]
+    # What the model allows, narrowed to what can be stored: no NUL in any text.
+    assert by_type["api_analyze"]["properties"]["doc"]["pattern"] == "^[^\\u0000]*$"
     assert by_type["api_paid"]["allOf"] == [{"$ref": "#/components/schemas/StorableObject"}]
     assert call(server, "POST", "/openapi.json", {}, token=None).status == 405
 

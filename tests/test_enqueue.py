@@ -147,8 +147,20 @@ def test_64_levels_are_accepted_and_stored_as_given(conn) -> None:
 
 
 def test_what_is_stored_is_what_the_model_checked(conn) -> None:
-    job_id = enqueue(conn, "counted", {"pages": "5", "note": "kept out"})
+    job_id = enqueue(conn, "counted", {"pages": 5, "note": "kept out"})
     assert job(conn, job_id)["payload"] == {"pages": 5, "title": "untitled"}
+
+
+def test_a_number_without_a_fraction_is_an_integer_as_json_schema_has_it(conn) -> None:
+    job_id = enqueue(conn, "counted", {"pages": 2.0})
+    assert job(conn, job_id)["payload"]["pages"] == 2
+
+
+@pytest.mark.parametrize("pages", ["5", True, 5.5])
+def test_a_model_checks_the_payload_as_json_strictly(conn, pages: object) -> None:
+    with pytest.raises(InvalidPayload, match="pages"):
+        enqueue(conn, "counted", {"pages": pages})
+    assert count(conn) == 0
 
 
 def test_default_size_limit_is_one_mebibyte(conn) -> None:

@@ -19,6 +19,8 @@ from .stage import Stage, known_types
 
 # Where a payload model's own definitions go among the document's components.
 PAYLOAD_DEFINITIONS = "Payload"
+# Text fairqueue can store: no NUL character (the packaged document's StorableValue says the same).
+NO_NUL = "^[^\\u0000]*$"
 
 
 @cache
@@ -75,5 +77,28 @@ def _payload_schema(stage: Stage, schemas: dict[str, Any]) -> dict[str, Any]:
         by_alias=True, ref_template=f"#/components/schemas/{PAYLOAD_DEFINITIONS}{{model}}"
     )
     for name, definition in schema.pop("$defs", {}).items():
-        schemas[f"{PAYLOAD_DEFINITIONS}{name}"] = definition
+        schemas[f"{PAYLOAD_DEFINITIONS}{name}"] = storable(definition)
+    return storable(schema)
+
+
+def storable(schema: dict[str, Any]) -> dict[str, Any]:
+    """A model's JSON Schema narrowed to what fairqueue can store: every string, and every key
+    of an object that allows more keys, without a NUL (fairqueue.inputs refuses them)."""
+    stack: list[Any] = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, list):
+            stack.extend(node)
+            continue
+        if not isinstance(node, dict):
+            continue
+        kinds = node.get("type")
+        if kinds == "string" or (isinstance(kinds, list) and "string" in kinds):
+            if "pattern" in node:
+                node.setdefault("allOf", []).append({"pattern": NO_NUL})
+            else:
+                node["pattern"] = NO_NUL
+        if node.get("additionalProperties") not in (None, False):
+            node.setdefault("propertyNames", {"pattern": NO_NUL})
+        stack.extend(v for k, v in node.items() if k not in {"pattern", "propertyNames"})
     return schema

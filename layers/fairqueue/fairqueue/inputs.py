@@ -129,3 +129,17 @@ def _place(path: tuple[str | int, ...]) -> str:
     for part in path:
         spelled += f"[{part}]" if isinstance(part, int) else (f".{part}" if spelled else part)
     return f"the value at {spelled}"
+
+
+def integral_numbers(encoded: str) -> str:
+    """JSON text with every number that has no fractional part written as an integer (``2.0``
+    as ``2``), as JSON Schema counts it: a model checking JSON strictly then takes for an
+    integer what the published schema calls one."""
+    return json.dumps(
+        json.loads(encoded, parse_float=_json_number), separators=(",", ":"), ensure_ascii=False
+    )
+
+
+def _json_number(literal: str) -> float | int:
+    value = float(literal)
+    return int(value) if value.is_integer() else value

@@ -15,7 +15,7 @@ from . import ringing
 from .db import Connection, after_commit
 from .doorbells import Doorbell
 from .errors import ConfigurationError, InvalidPayload, PayloadTooLarge, UnknownJobType
-from .inputs import check_attempts, check_delay, check_label, storable_json
+from .inputs import check_attempts, check_delay, check_label, integral_numbers, storable_json
 from .queries import query
 from .stage import Stage, known_stage, known_types
 from .tenancy import tenant_scope
@@ -41,9 +41,12 @@ def max_payload_bytes() -> int:
 def validate_payload(stage: Stage, payload: Any) -> dict[str, Any]:
     """The payload as it will be stored, or InvalidPayload naming what is wrong.
 
-    With a payload model, what is stored is the model's output (JSON-ready, by alias), so the
-    handler and any upstream see exactly what was checked: ``{"pages": "5"}`` against an
-    ``int`` field is stored as ``{"pages": 5}``.
+    A payload model checks the payload as the JSON document it is, strictly: the JSON Schema
+    the model publishes (the API's document shows it) is what it accepts, so ``"5"`` or
+    ``true`` for an ``int`` field is refused rather than coerced (``2.0`` is an integer, as
+    JSON Schema has it). What is stored is the model's
+    output (JSON-ready, by alias): defaults filled in, fields it does not know left out, and
+    the handler and any upstream see exactly what was checked.
     """
     if not isinstance(payload, dict):
         raise InvalidPayload(
@@ -52,11 +55,10 @@ def validate_payload(stage: Stage, payload: Any) -> dict[str, Any]:
         )
     if stage.payload_model is None:
         return payload
-    # Checked first: a model must not be handed what cannot be stored, nor be deep-copied
-    # through a document nested past the limit.
-    storable_json(payload, f"{stage.name}: the payload")
+    # Checked first: a model must not be handed what cannot be stored.
+    encoded = storable_json(payload, f"{stage.name}: the payload")
     try:
-        model = stage.payload_model.model_validate(payload)
+        model = stage.payload_model.model_validate_json(integral_numbers(encoded), strict=True)
     except ValidationError as exc:
         raise InvalidPayload(
             f"{stage.name}: payload does not fit the stage's model: {exc}"
