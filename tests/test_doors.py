@@ -142,3 +142,35 @@ def test_a_closed_run_cannot_be_closed_again(dsn: str, conn: Connection) -> None
     assert again == []
     (row,) = conn.execute("select stop_reason, error from fairqueue.runs").fetchall()
     assert (row["stop_reason"], row["error"]) == ("no_work", None)
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "update fairqueue.quotas set remaining = capacity",
+        "delete from fairqueue.quotas",
+        "insert into fairqueue.quotas (name, capacity, remaining, period, resets_at)"
+        " values ('forged', 1, 1, interval '1 day', now())",
+        "select * from fairqueue.spend_quota('metered_api', -5)",
+        "select * from fairqueue.define_quota('metered_api', 10, 11, 60)",
+        "select * from fairqueue.define_quota('metered_api', 10, 0, -60)",
+    ],
+)
+def test_the_application_role_cannot_refill_or_forge_a_quota(
+    dsn: str, conn: Connection, statement: str
+) -> None:
+    from datetime import timedelta
+
+    from fairqueue import define_quota
+    from fairqueue.quotas import spend
+
+    define_quota(conn, "metered_api", capacity=10, period=timedelta(days=1))
+    with connect(dsn, autocommit=True) as app:
+        assert spend(app, "metered_api", 7) == 3
+    before = conn.execute("select * from fairqueue.quotas order by name").fetchall()
+    with (
+        connect(dsn, autocommit=True) as app,
+        pytest.raises((psycopg.errors.InsufficientPrivilege, psycopg.errors.InvalidParameterValue)),
+    ):
+        app.execute(statement)  # type: ignore[arg-type]
+    assert conn.execute("select * from fairqueue.quotas order by name").fetchall() == before

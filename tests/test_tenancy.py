@@ -175,6 +175,9 @@ DOORS = {
     "missing_results",
     "open_run",
     "close_run",
+    "define_quota",
+    "reset_due_quota",
+    "spend_quota",
 }
 
 

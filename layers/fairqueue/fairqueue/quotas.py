@@ -72,9 +72,7 @@ def spend(conn: Connection, name: str, units: int) -> int:
     """Spend units without touching the reserve; returns what remains, or raises Defer."""
     if units < 1:
         raise ConfigurationError(f"quota {name!r}: spend at least one unit, got {units}")
-    with conn.transaction():
-        conn.execute(query("reset_due_quota"), {"name": name})
-        row = conn.execute(query("spend_quota"), {"name": name, "units": units}).fetchone()
+    row = conn.execute(query("spend_quota"), {"name": name, "units": units}).fetchone()
     if row is not None:
         return int(row["remaining"])
     state = read_quota(conn, name)
