@@ -95,9 +95,8 @@ class Pipeline:
 
     def batch_fits(self, stage: Stage) -> bool:
         """Never start a batch that cannot finish inside the budget."""
-        remaining = self.run.deadline - time.monotonic()
-        needed = stage.batch_seconds() or self.run.longest_batch.get(stage.name, 0.0)
-        return remaining > 0 and needed <= remaining
+        remaining = self.run.seconds_left()
+        return remaining > 0 and self.run.seconds_needed(stage, stage.batch) <= remaining
 
 
 def run_pipeline(

@@ -111,6 +111,16 @@ class Run:
             summary=self.tally.summary(),
         )
 
+    def seconds_left(self) -> float:
+        """What is left of the run's time budget (negative once it is spent)."""
+        return self.deadline - time.monotonic()
+
+    def seconds_needed(self, stage: Stage, jobs: int) -> float:
+        """How long ``jobs`` jobs of the stage may take: bounded by its ``job_timeout_s``, else
+        the longest batch of it this run has seen."""
+        bound = stage.batch_seconds(jobs)
+        return bound if bound is not None else self.longest_batch.get(stage.name, 0.0)
+
     def run_batch(self, stage: Stage, batch: list[claim.ClaimedJob]) -> None:
         tally = self.tally.stage(stage.name)
         tally.batches += 1

@@ -159,11 +159,12 @@ class Stage:
             raise ConfigurationError(f"Stage {self.name!r}: " + "; ".join(problems))
         register(self)
 
-    def batch_seconds(self) -> float | None:
-        """Longest a full batch can take, when the stage bounds its jobs' time."""
+    def batch_seconds(self, jobs: int | None = None) -> float | None:
+        """Longest ``jobs`` jobs (a full batch by default) can take, when the stage bounds its
+        jobs' time."""
         if self.job_timeout_s is None:
             return None
-        rounds = -(-self.batch // self.concurrency)
+        rounds = -(-(self.batch if jobs is None else jobs) // self.concurrency)
         return rounds * self.job_timeout_s
 
 

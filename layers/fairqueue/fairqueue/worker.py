@@ -76,7 +76,7 @@ class DoorbellRun:
     def ring(self, doorbell: Doorbell) -> Outcome:
         """Claim the doorbell's job and run it, or drop the doorbell."""
         run = self.run
-        if run.deadline - time.monotonic() <= 0:
+        if run.seconds_left() <= 0:
             raise OutOfTime("no time left in this invocation to start a job")
         with run.db.use() as conn, tenant_transaction(conn, doorbell.tenant_id):
             row = conn.execute(
@@ -97,9 +97,9 @@ class DoorbellRun:
             return "dropped"
         job = claim.ClaimedJob.from_row(row)
         stage = self.stages[job.type]
-        # A stage's job_timeout_s bounds its jobs; else the longest one this invocation ran.
-        needed = stage.job_timeout_s or run.longest_batch.get(stage.name, 0.0)
-        left = run.deadline - time.monotonic()
+        # The stage knows its job's type only now: checked after the claim, given back if late.
+        needed = run.seconds_needed(stage, 1)
+        left = run.seconds_left()
         if needed > left:
             run.outcomes.give_back([job], run.tally.stage(stage.name))
             raise OutOfTime(
