@@ -90,6 +90,10 @@ def connect(
     if as_app_role:
         try:
             work_as_app_role(conn)
+            if not autocommit:
+                # The check's own transaction ends here, so the caller's block starts clean
+                # and a later rollback cannot undo the role.
+                conn.commit()
         except BaseException:
             conn.close()
             raise
@@ -111,8 +115,6 @@ def work_as_app_role(conn: Connection) -> None:
         return
     if row["can_become"]:
         conn.execute(query("become_app_role"))
-        if not conn.autocommit:
-            conn.commit()  # a later rollback must not undo the role
         return
     problem = (
         f"the database login {row['login']!r} bypasses row-level security and cannot become "
