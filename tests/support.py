@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from typing import Any
 from uuid import UUID
 
@@ -32,3 +34,24 @@ def count(conn: Connection, where: str = "true", params: tuple[Any, ...] = ()) -
 
 def runs(conn: Connection) -> list[dict[str, Any]]:
     return conn.execute("select * from fairqueue.runs order by started_at").fetchall()
+
+
+def race(calls: list[Callable[[], Any]]) -> list[Any]:
+    """Run the calls at once, each on its own thread; each one's result, or the exception it
+    raised, in the calls' order."""
+    barrier = threading.Barrier(len(calls))
+    outcomes: list[Any] = [None] * len(calls)
+
+    def run(index: int) -> None:
+        try:
+            barrier.wait(timeout=10)
+            outcomes[index] = calls[index]()
+        except BaseException as exc:
+            outcomes[index] = exc
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(calls))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    return outcomes

@@ -6,7 +6,6 @@ login, which the policies do not hold; the library's own predicates must keep th
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -15,6 +14,7 @@ import pytest
 from fairqueue import Stage, connect
 from fairqueue.lanes import Admission, InsufficientCredit, add_credits, admit, balance, refund
 from fairqueue.tenancy import tenant_scope
+from support import race
 
 PAID = Stage("paid_report", handler=lambda job: None, credit_cost=5)
 LOGINS = ["application role", "superuser"]
@@ -45,26 +45,6 @@ def test_a_tenant_without_credits_cannot_pay_with_anothers(login: str, conn: Any
         admit(c, "ada", "paid_report", {}, tenant_id="acme")
     assert conn.execute("select count(*) as n from fairqueue.jobs").fetchone()["n"] == 0
     assert ledger(conn, "acme") == []
-
-
-def race(calls: list[Callable[[], Any]]) -> list[Any]:
-    """Run the calls at once, each on its own thread; each one's result or exception."""
-    barrier = threading.Barrier(len(calls))
-    outcomes: list[Any] = [None] * len(calls)
-
-    def run(index: int) -> None:
-        barrier.wait()
-        try:
-            outcomes[index] = calls[index]()
-        except Exception as exc:
-            outcomes[index] = exc
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(calls))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
-    return outcomes
 
 
 def test_admissions_in_many_lanes_at_once_spend_only_what_the_balance_holds(

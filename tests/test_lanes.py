@@ -10,6 +10,7 @@ import psycopg
 import pytest
 from pydantic import BaseModel
 
+import support
 from fairqueue import InvalidPayload, Job, Stage, connect, run_pipeline
 from fairqueue.lanes import (
     InsufficientCredit,
@@ -114,22 +115,9 @@ def test_credits_are_debited_once_and_refunded_when_the_work_is_given_up(dsn, ap
 
 
 def race(targets: list) -> list:
-    barrier = threading.Barrier(len(targets))
-    results: list = [None] * len(targets)
-    errors: list[BaseException] = []
-
-    def run(i: int) -> None:
-        try:
-            barrier.wait(timeout=10)
-            results[i] = targets[i]()
-        except BaseException as exc:
-            errors.append(exc)
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(targets))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=60)
+    """Each target's result; none of them may raise."""
+    results = support.race(targets)
+    errors = [r for r in results if isinstance(r, BaseException)]
     assert not errors, errors
     return results
 
