@@ -38,6 +38,7 @@ from deployed import (
     XRayDaemon,
     generated_event,
     http_api_event,
+    load_template,
     runtime_environment,
     scheduler_event,
     sqs_event,
@@ -75,8 +76,7 @@ class Deployment:
         self.sqs = self._client("sqs")
         self.secret_arn = self.secret(dsn)
         name = f"doorbells-{uuid.uuid4().hex[:12]}"
-        queue = Stack(parameters=self._parameters(), refs={}, attributes={})
-        properties = queue.template["Resources"]["DoorbellQueue"]["Properties"]
+        properties = load_template()["Resources"]["DoorbellQueue"]["Properties"]
         self.dlq_url = self.sqs.create_queue(QueueName=f"{name}-dlq")["QueueUrl"]
         self.dlq_arn = self._arn(self.dlq_url)
         redrive = {
@@ -121,7 +121,7 @@ class Deployment:
             "DatabaseSecretArn": self.secret_arn,
             "JwtIssuer": "https://issuer.example.com",
             "JwtAudience": "fairqueue-client",
-            "UpstreamUrl": self.upstream.url if hasattr(self, "upstream") else "",
+            "UpstreamUrl": self.upstream.url,
             **overrides,
         }
 
