@@ -155,3 +155,12 @@ def test_the_migration_carries_groups_and_served_counts_over(old_schema_dsn: str
         assert [(g["key"], g["status"]) for g in groups] == [("a/inbox", "paused")]
         claimed = claim_batch(conn, "grouped", batch=5, lease_s=60, locked_by="t")
         assert [c.tenant_id for c in claimed] == ["b"]  # a's inbox is still paused
+
+
+@pytest.mark.parametrize("group_id", [None, "", "in\x00box", "g" * 201])
+def test_pausing_needs_a_group_id_that_can_be_stored(dsn, conn, group_id) -> None:
+    from fairqueue import InvalidPayload
+
+    with connect(dsn, autocommit=True) as app, pytest.raises(InvalidPayload, match="group_id"):
+        pause_group(app, group_id, tenant_id="a")
+    assert conn.execute("select count(*) as n from fairqueue.groups").fetchone()["n"] == 0

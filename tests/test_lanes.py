@@ -188,3 +188,10 @@ def test_a_lost_promotion_is_made_good_by_the_sweeper(dsn, app, conn) -> None:
     ).fetchone()
     assert row["status"] == "pending"
     assert sweep(dsn, [STAGE]).lanes_promoted == 0
+
+
+@pytest.mark.parametrize("lane", [None, "", "u\x00", "u" * 201])
+def test_a_lane_that_cannot_be_stored_is_refused_and_nothing_lands(app, conn, lane) -> None:
+    with pytest.raises(InvalidPayload, match="the lane"):
+        admit(app, lane, "analysis", {"doc": "a"}, tenant_id="t")
+    assert conn.execute("select count(*) as n from fairqueue.jobs").fetchone()["n"] == 0

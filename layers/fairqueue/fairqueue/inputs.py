@@ -46,12 +46,14 @@ def text_problem(text: str) -> str | None:
     return None
 
 
-def check_label(what: str, value: object) -> str | None:
-    """A tenant id, group id, dedupe key or lane: None, or a non-empty string within the limit."""
-    if value is None:
+def check_label(what: str, value: object, *, required: bool = False) -> str | None:
+    """A tenant id, group id, dedupe key or lane: a non-empty string within the limit, or None
+    where the label may be absent (not ``required``)."""
+    if value is None and not required:
         return None
     if not isinstance(value, str) or not value:
-        raise InvalidPayload(f"{what} must be a non-empty string or None")
+        allowed = "a non-empty string" if required else "a non-empty string or None"
+        raise InvalidPayload(f"{what} must be {allowed}")
     if len(value) > MAX_LABEL_CHARS:
         raise InvalidPayload(
             f"{what} is {len(value)} characters, over the limit of {MAX_LABEL_CHARS}"

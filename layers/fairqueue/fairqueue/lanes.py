@@ -77,9 +77,7 @@ def admit(
     Raises InvalidPayload, UnknownJobType, PayloadTooLarge, InsufficientCredit, UnknownJob (a
     ``delta_of`` not in this lane), DuplicateJob, UpstreamRejected, UpstreamUnavailable.
     """
-    if lane is None:
-        raise InvalidPayload(f"{job_type}: the lane must be a non-empty string")
-    check_label(f"{job_type}: the lane", lane)
+    check_label(f"{job_type}: the lane", lane, required=True)
     prepared = prepare(
         job_type, payload, tenant_id=tenant_id, group_id=group_id, dedupe_key=dedupe_key
     )

@@ -1,7 +1,6 @@
 """Who owns work: a tenant's plan, and a group's active or paused state."""
 
 from .db import Connection
-from .errors import InvalidPayload
 from .inputs import check_label
 from .plans import PLANS, Plans
 from .queries import query
@@ -25,9 +24,8 @@ def resume_group(conn: Connection, group_id: str, *, tenant_id: str | None = Non
 
 
 def _set_group_status(conn: Connection, group_id: str, tenant_id: str | None, status: str) -> None:
-    if group_id is None:
-        raise InvalidPayload("group_id must be a non-empty string (a default group has no id)")
-    check_label("group_id", group_id)
+    # A default group has no id, so it cannot be paused by one.
+    check_label("group_id", group_id, required=True)
     check_label("tenant_id", tenant_id)
     with tenant_scope(conn, tenant_id):
         conn.execute(
