@@ -1,6 +1,10 @@
 """The claim: what is claimable, and in which order."""
 
+import random
+from collections import Counter
 from uuid import UUID
+
+import pytest
 
 from fairqueue import PLANS, Stage, enqueue
 from fairqueue.claim import claim_batch
@@ -166,3 +170,47 @@ def test_with_more_groups_than_the_pool_each_batch_takes_the_least_served(conn) 
     fresh = {f"g{n:02d}" for n in range(60)} - {job(conn, i)["group_id"] for i in served}
     assert len(groups) == 10
     assert groups <= fresh
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_a_batch_is_the_next_picks_of_the_plain_model(conn, seed: int) -> None:
+    """Each claim against the order written out plainly: plan priority, then the fewest served
+    to the (tenant, group) in the last day, each pick counting for the next, then the oldest.
+    (A batch of several can differ: with more groups than its pool allows, each offers one job,
+    so a far less served group gets one pick per batch, not the several the model gives it.)"""
+    rng = random.Random(seed)
+    tenants = {"t1": "free", "t2": "pro", "t3": "free", None: None}
+    for tenant, plan in tenants.items():
+        if tenant is not None:
+            set_plan(conn, tenant, plan)
+    groups = ["inbox", "archive", None]
+    served: Counter[tuple[str | None, str | None]] = Counter()
+    for _ in range(12):  # history: done in the last day, counted for its group
+        tenant, group = rng.choice(list(tenants)), rng.choice(groups)
+        done = enqueue(conn, "work", {}, tenant_id=tenant, group_id=group)
+        conn.execute(
+            "update fairqueue.jobs set status = 'done', finished_at = now() - interval '1 hour'"
+            " where id = %s",
+            (done,),
+        )
+        served[(tenant, group)] += 1
+    pending = []
+    for minute in range(30):
+        tenant, group = rng.choice(list(tenants)), rng.choice(groups)
+        job_id = enqueue(conn, "work", {}, tenant_id=tenant, group_id=group)
+        conn.execute(
+            "update fairqueue.jobs set created_at = now() - %s * interval '1 minute' where id = %s",
+            (60 - minute, job_id),
+        )
+        pending.append((job_id, tenant, group, minute))
+
+    def priority(tenant: str | None) -> int:
+        plan = tenants[tenant]
+        return (PLANS.get(plan) if plan else PLANS.middle).priority
+
+    left = list(pending)
+    for _ in range(15):
+        best = min(left, key=lambda p: (-priority(p[1]), served[(p[1], p[2])], p[3]))
+        left.remove(best)
+        served[(best[1], best[2])] += 1
+        assert claim(conn, 1) == [best[0]]
