@@ -30,30 +30,3 @@ create unique index credits_once_idx on fairqueue.credits (job_id, kind) where k
 create index credits_tenant_idx on fairqueue.credits (tenant_id);
 
 alter table fairqueue.credits owner to fairqueue_owner;
-alter table fairqueue.credits enable row level security;
-alter table fairqueue.credits force row level security;
-create policy credits_owner on fairqueue.credits to fairqueue_owner using (true) with check (true);
-create policy credits_tenant on fairqueue.credits to fairqueue_app
-    using (tenant_id = fairqueue.current_tenant())
-    with check (tenant_id = fairqueue.current_tenant());
-grant select, insert on fairqueue.credits to fairqueue_app;
-
--- A door for the sweeper: lanes whose first-pass work waits although nothing holds the lane
--- (a finalization whose promotion never ran). Tenants and lane keys only.
-create function fairqueue.stalled_lanes(p_limit integer)
-returns table (tenant_id text, lane text)
-language sql stable security definer set search_path = pg_catalog, pg_temp
-as $$
-select q.tenant_id, q.lane
-  from fairqueue.jobs q
- where q.status = 'queued' and q.lane is not null and q.delta_of is null
-   and not exists (select 1 from fairqueue.jobs h
-                    where h.tenant_id is not distinct from q.tenant_id and h.lane = q.lane
-                      and h.delta_of is null and h.status in ('pending', 'running'))
- group by q.tenant_id, q.lane
- limit p_limit
-$$;
-
-alter function fairqueue.stalled_lanes(integer) owner to fairqueue_owner;
-revoke execute on function fairqueue.stalled_lanes(integer) from public;
-grant execute on function fairqueue.stalled_lanes(integer) to fairqueue_app;

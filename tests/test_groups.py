@@ -3,6 +3,7 @@ and a job with no group is in its tenant's default group."""
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from collections.abc import Iterator
 
@@ -14,8 +15,8 @@ from conftest import dsn_for
 from fairqueue import Stage, connect, enqueue, migrate, run_pipeline
 from fairqueue.claim import claim_batch
 from fairqueue.db import Connection
-from fairqueue.migrate import migrations
 from fairqueue.tenants import pause_group, resume_group
+from schema_catalog import install_release
 from support import job
 
 GROUPED = Stage("grouped", handler=lambda job: None, batch=10)
@@ -101,25 +102,13 @@ def test_a_group_key_is_one_spelling_of_tenant_and_group(conn) -> None:
 @pytest.fixture
 def old_schema_dsn(server_dsn: str) -> Iterator[str]:
     """A database migrated up to the migration before groups became their tenant's."""
-    name = "fq_groups_migration"
+    name = f"fq_groups_migration_{os.getpid()}"
     with psycopg.connect(server_dsn, autocommit=True) as admin:
         admin.execute(sql.SQL("drop database if exists {} (force)").format(sql.Identifier(name)))
         admin.execute(sql.SQL("create database {}").format(sql.Identifier(name)))
     dsn = dsn_for(server_dsn, name)
-    with connect(dsn) as conn:
-        conn.execute("create schema fairqueue")
-        conn.execute(
-            "create table fairqueue.migrations (version integer primary key,"
-            " name text not null, applied_at timestamptz not null default now())"
-        )
-        for migration in migrations():
-            if migration.name == "0013_groups_are_tenants.sql":
-                break
-            conn.execute(sql.SQL(migration.sql))
-            conn.execute(
-                "insert into fairqueue.migrations (version, name) values (%s, %s)",
-                (migration.version, migration.name),
-            )
+    # The release before groups belonged to their tenants, as its migrations left it.
+    install_release(dsn, "45b7a08", below=13)
     yield dsn
     with psycopg.connect(server_dsn, autocommit=True) as admin:
         admin.execute(sql.SQL("drop database if exists {} (force)").format(sql.Identifier(name)))

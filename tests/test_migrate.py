@@ -1,3 +1,4 @@
+import os
 import threading
 
 import psycopg
@@ -5,7 +6,7 @@ import pytest
 from psycopg import sql
 
 from fairqueue import connect, migrate
-from fairqueue.migrate import migrations
+from fairqueue.migrate import definitions, migrations
 
 
 def test_migrations_are_numbered_in_order() -> None:
@@ -25,7 +26,7 @@ def test_migrate_twice_applies_nothing_the_second_time(admin_dsn: str) -> None:
 def empty_dsn(server_dsn: str) -> str:
     from conftest import dsn_for
 
-    name = "fq_empty_migrate"
+    name = f"fq_empty_migrate_{os.getpid()}"
     with psycopg.connect(server_dsn, autocommit=True) as admin:
         admin.execute(sql.SQL("drop database if exists {} (force)").format(sql.Identifier(name)))
         admin.execute(sql.SQL("create database {}").format(sql.Identifier(name)))
@@ -53,5 +54,5 @@ def test_two_migrators_at_once_apply_each_migration_once(empty_dsn: str) -> None
     for t in threads:
         t.join(timeout=60)
     assert errors == []
-    everything = [m.name for m in migrations()]
+    everything = [m.name for m in migrations()] + [d.name for d in definitions()]
     assert sorted(applied, key=len) == [[], everything]

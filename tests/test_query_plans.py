@@ -1,7 +1,7 @@
 """The claim must stay an index walk as the table grows; a plan change here is a regression.
 
 The claim runs inside door functions (their bodies are the *_unchecked functions behind the
-checked doors of sql/0012_doors_guarded.sql), whose plans EXPLAIN does not
+checked doors, sql/functions/door_argument.sql), whose plans EXPLAIN does not
 show; each door's body is prepared as a statement of its own and explained instead.
 """
 
@@ -113,7 +113,8 @@ def test_expired_leases_are_found_by_their_own_index(conn) -> None:
 
 def batch_statement_plan(conn, function: str, params: dict[str, str], args: list) -> list[dict]:
     """Every node of the generic plan of the per-tenant statement inside a PL/pgSQL batch
-    function (sql/0009), its variables (`params`: name to $n::type) bound as parameters."""
+    function (sql/functions/claimed_batch.sql), its variables (`params`: name to $n::type)
+    bound as parameters."""
     body = conn.execute("select prosrc from pg_proc where oid = %s::regprocedure", (function,))
     found = re.search(r"return query\s+(.*?);", body.fetchone()["prosrc"], re.S)
     assert found is not None

@@ -14,7 +14,7 @@ from .queries import query
 
 Connection = psycopg.Connection[dict[str, Any]]
 
-# The role the library works as: it owns nothing and has no BYPASSRLS (sql/0003_tenancy.sql).
+# The role the library works as: it owns nothing and has no BYPASSRLS (docs/tenancy.md).
 APP_ROLE: Final = "fairqueue_app"
 
 log = logging.getLogger("fairqueue.db")

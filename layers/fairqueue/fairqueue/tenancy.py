@@ -23,7 +23,8 @@ SYSTEM_SETTING = "fairqueue.system"
 def _clamp(conn: Connection, tenant_id: str | None) -> None:
     if tenant_id is not None and (not isinstance(tenant_id, str) or not tenant_id):
         raise InvalidPayload(f"a tenant id must be a non-empty string or None, got {tenant_id!r}")
-    # The settings are written by one SQL function (sql/0009), which the batch functions call too.
+    # The settings are written by one SQL function, fairqueue.clamp
+    # (sql/functions/tenant_clamp.sql), which the batch functions call too.
     conn.execute("select fairqueue.clamp(%(tenant)s)", {"tenant": tenant_id})
 
 

@@ -8,13 +8,13 @@ select fairqueue.expire_served()
  where (select watermark from fairqueue.served_watermark) < now() - interval '1 day 1 second';
 
 -- name: claim_batch
--- The fair claim is a door (sql/0003_tenancy.sql): ids and tenant ids only.
+-- The fair claim is a door (sql/functions/claim.sql): ids and tenant ids only.
 select id, tenant_id
   from fairqueue.claim(%(type)s, %(batch)s, %(pool)s, %(lease_s)s, %(locked_by)s, %(run_id)s,
                        %(plan_names)s, %(plan_priorities)s, %(default_priority)s);
 
 -- name: read_claimed
--- A batch's claimed jobs, each read under its own tenant's clamp (sql/0009): what the handlers
+-- A batch's claimed jobs, each read under its own tenant's clamp (sql/functions/claimed_batch.sql): what the handlers
 -- need, for jobs this claimer still holds.
 select id, type, payload, tenant_id, group_id, attempts, max_attempts, lane, delta_of,
        upstream_id, released, release_tries
@@ -31,7 +31,7 @@ select id, type, payload, tenant_id, group_id, attempts, max_attempts, lane, del
 select fairqueue.has_claimable(%(type)s) as claimable;
 
 -- name: complete_claimed
--- A batch's jobs marked done with their outputs, each under its own tenant's clamp (sql/0009).
+-- A batch's jobs marked done with their outputs, each under its own tenant's clamp (sql/functions/claimed_batch.sql).
 select id from fairqueue.complete_claimed(%(tenant_ids)s::text[], %(ids)s::uuid[],
                                           %(outputs)s::jsonb[], %(locked_by)s);
 
@@ -77,7 +77,7 @@ update fairqueue.jobs
 returning id;
 
 -- name: fail_abandoned
--- A door (sql/0003_tenancy.sql): fails jobs that died on their last attempt, returns their ids.
+-- A door (sql/functions/abandoned.sql): fails jobs that died on their last attempt, returns their ids.
 select id, type, tenant_id, last_error from fairqueue.fail_abandoned(%(types)s, %(limit)s);
 
 -- name: claim_by_id
@@ -103,7 +103,7 @@ returning j.id, j.type, j.payload, j.tenant_id, j.group_id, j.attempts, j.max_at
           j.delta_of, j.upstream_id, j.released_at is not null as released, j.release_tries;
 
 -- name: stale_doorbells
--- A door (sql/0004_doorbells.sql): due doorbell jobs whose last ring is stale.
+-- A door (sql/functions/doorbells.sql): due doorbell jobs whose last ring is stale.
 select id, tenant_id from fairqueue.stale_doorbells(%(types)s, %(stale_s)s * interval '1 second', %(limit)s);
 
 -- name: mark_rung

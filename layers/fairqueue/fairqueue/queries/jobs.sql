@@ -15,7 +15,7 @@ select id, type, payload, tenant_id, group_id, dedupe_key, status, attempts, max
  where id = %(id)s and tenant_id is not distinct from %(tenant_id)s;
 
 -- name: status_by_type
--- A door (sql/0003_tenancy.sql): counts per type across tenants.
+-- A door (sql/functions/queue_status.sql): counts per type across tenants.
 select type, queued, backlog, scheduled, running, stuck, failed, done
   from fairqueue.queue_status();
 

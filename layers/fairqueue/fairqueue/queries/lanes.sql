@@ -111,7 +111,7 @@ on conflict (job_id, kind) where kind <> 'grant' do nothing
 returning amount;
 
 -- name: stalled_lanes
--- A door (sql/0005_lanes.sql): lanes with queued work and nothing holding them.
+-- A door (sql/functions/lanes.sql): lanes with queued work and nothing holding them.
 select tenant_id, lane from fairqueue.stalled_lanes(%(limit)s);
 
 -- name: lane_history

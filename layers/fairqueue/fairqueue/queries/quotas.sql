@@ -1,4 +1,4 @@
--- Quotas are written through doors only (sql/0016_quotas_by_door.sql); reads are direct.
+-- Quotas are written through doors only (sql/functions/quotas.sql); reads are direct.
 
 -- name: define_quota
 select name

@@ -1,9 +1,9 @@
 -- name: open_run
--- A door (sql/0014_runs_by_door.sql): the application role cannot write runs itself.
+-- A door (sql/functions/runs.sql): the application role cannot write runs itself.
 select id, started_at from fairqueue.open_run(%(trigger)s, %(summary)s);
 
 -- name: close_run
--- A door (sql/0014_runs_by_door.sql): closes an open run once; no row when it was closed.
+-- A door (sql/functions/runs.sql): closes an open run once; no row when it was closed.
 select id
   from fairqueue.close_run(%(id)s, %(stop_reason)s, %(jobs_done)s, %(jobs_failed)s,
                            %(jobs_deferred)s, %(quota_units)s, %(summary)s, %(error)s);

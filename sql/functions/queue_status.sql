@@ -1,0 +1,37 @@
+-- What `fairqueue status` prints: each type's jobs by state, across every tenant. Counts only.
+create or replace function fairqueue.queue_status() returns table (
+    type text, queued bigint, backlog bigint, scheduled bigint, running bigint, stuck bigint,
+    failed bigint, done bigint)
+language sql stable security definer set search_path = pg_catalog, pg_temp
+as $$
+select type,
+       count(*) filter (where status = 'queued'),
+       count(*) filter (where status = 'pending' and run_after <= now()),
+       count(*) filter (where status = 'pending' and run_after > now()),
+       count(*) filter (where status = 'running' and lease_until >= now()),
+       count(*) filter (where status = 'running' and lease_until < now()),
+       count(*) filter (where status = 'failed'),
+       count(*) filter (where status = 'done')
+  from fairqueue.jobs
+ group by type
+ order by type
+$$;
+
+alter function fairqueue.queue_status() owner to fairqueue_owner;
+revoke all on function fairqueue.queue_status() from public, fairqueue_app;
+grant execute on function fairqueue.queue_status() to fairqueue_app;
+
+-- How many jobs are open (queued, running, or pending and due within p_due_within; null: any
+-- pending job), across every tenant: the local loop's "is anything left" check. A count only.
+create or replace function fairqueue.open_jobs(p_due_within interval) returns bigint
+language sql stable security definer set search_path = pg_catalog, pg_temp
+as $$
+select count(*)
+  from fairqueue.jobs
+ where status in ('queued', 'running')
+    or (status = 'pending' and (p_due_within is null or run_after <= now() + p_due_within))
+$$;
+
+alter function fairqueue.open_jobs(interval) owner to fairqueue_owner;
+revoke all on function fairqueue.open_jobs(interval) from public, fairqueue_app;
+grant execute on function fairqueue.open_jobs(interval) to fairqueue_app;

@@ -1,0 +1,107 @@
+-- Locks (for the caller's transaction) done jobs of the given types whose result is missing and
+-- that nothing has touched for the grace window, oldest first; skips rows another sweep holds.
+create or replace function fairqueue.claim_missing_results_unchecked(
+    p_types text[],
+    p_grace interval,
+    p_limit integer
+) returns table (
+    id uuid, tenant_id text)
+language sql set search_path = pg_catalog, pg_temp
+as $$
+select j.id, j.tenant_id
+  from fairqueue.jobs j
+ where j.output is not null and j.result_at is null and j.status = 'done'
+   and j.finished_at < now() - p_grace
+   and j.type = any(p_types)
+ order by j.finished_at
+ limit p_limit
+   for update of j skip locked
+$$;
+
+alter function fairqueue.claim_missing_results_unchecked(text[], interval,
+    integer) owner to fairqueue_owner;
+revoke all on function fairqueue.claim_missing_results_unchecked(text[], interval,
+    integer) from public, fairqueue_app;
+
+-- The door: checks the arguments, then runs claim_missing_results_unchecked as the owner.
+create or replace function fairqueue.claim_missing_results(
+    p_types text[],
+    p_grace interval,
+    p_limit integer
+) returns table (
+    id uuid, tenant_id text)
+language sql security definer set search_path = pg_catalog, pg_temp
+as $$
+select fairqueue.door_argument(p_grace > interval '0',
+    format('claim_missing_results: the grace must be positive, got %s', p_grace));
+select fairqueue.door_argument(p_limit between 1 and 10000,
+    format('claim_missing_results: limit must be from 1 to 10000, got %s', p_limit));
+select * from fairqueue.claim_missing_results_unchecked(p_types, p_grace, p_limit);
+$$;
+
+alter function fairqueue.claim_missing_results(text[], interval, integer) owner to fairqueue_owner;
+revoke all on function fairqueue.claim_missing_results(text[], interval, integer) from public,
+    fairqueue_app;
+grant execute on function fairqueue.claim_missing_results(text[], interval,
+    integer) to fairqueue_app;
+
+-- Result rows whose after_result hook is still owed after the grace window, oldest first.
+create or replace function fairqueue.due_result_hooks_unchecked(
+    p_types text[],
+    p_grace interval,
+    p_limit integer
+) returns table (
+    job_id uuid, tenant_id text, type text)
+language sql stable set search_path = pg_catalog, pg_temp
+as $$
+select r.job_id, r.tenant_id, r.type
+  from fairqueue.results r
+ where r.hook_fired_at is null and r.saved_at < now() - p_grace and r.type = any(p_types)
+ order by r.saved_at
+ limit p_limit
+$$;
+
+alter function fairqueue.due_result_hooks_unchecked(text[], interval,
+    integer) owner to fairqueue_owner;
+revoke all on function fairqueue.due_result_hooks_unchecked(text[], interval, integer) from public,
+    fairqueue_app;
+
+-- The door: checks the arguments, then runs due_result_hooks_unchecked as the owner.
+create or replace function fairqueue.due_result_hooks(
+    p_types text[],
+    p_grace interval,
+    p_limit integer
+) returns table (
+    job_id uuid, tenant_id text, type text)
+language sql stable security definer set search_path = pg_catalog, pg_temp
+as $$
+select fairqueue.door_argument(p_grace > interval '0',
+    format('due_result_hooks: the grace must be positive, got %s', p_grace));
+select fairqueue.door_argument(p_limit between 1 and 10000,
+    format('due_result_hooks: limit must be from 1 to 10000, got %s', p_limit));
+select * from fairqueue.due_result_hooks_unchecked(p_types, p_grace, p_limit);
+$$;
+
+alter function fairqueue.due_result_hooks(text[], interval, integer) owner to fairqueue_owner;
+revoke all on function fairqueue.due_result_hooks(text[], interval, integer) from public,
+    fairqueue_app;
+grant execute on function fairqueue.due_result_hooks(text[], interval, integer) to fairqueue_app;
+
+-- Done jobs still holding an output with no result, counted by how long they have waited.
+create or replace function fairqueue.missing_results(p_grace interval) returns table (
+    within_grace bigint, under_an_hour bigint, under_a_day bigint, older bigint)
+language sql stable security definer set search_path = pg_catalog, pg_temp
+as $$
+select count(*) filter (where finished_at >= now() - p_grace),
+       count(*) filter (where finished_at < now() - p_grace
+                          and finished_at >= now() - interval '1 hour'),
+       count(*) filter (where finished_at < now() - interval '1 hour'
+                          and finished_at >= now() - interval '1 day'),
+       count(*) filter (where finished_at < now() - interval '1 day')
+  from fairqueue.jobs
+ where output is not null and result_at is null and status = 'done'
+$$;
+
+alter function fairqueue.missing_results(interval) owner to fairqueue_owner;
+revoke all on function fairqueue.missing_results(interval) from public, fairqueue_app;
+grant execute on function fairqueue.missing_results(interval) to fairqueue_app;

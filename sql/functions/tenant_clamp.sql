@@ -1,0 +1,61 @@
+-- The clamp: the tenant this transaction works for. An unset or empty setting matches nothing,
+-- for text and uuid columns alike (nullif before the cast, so '' never reaches ::uuid).
+create or replace function fairqueue.current_tenant() returns text
+language sql stable
+as $$
+ select nullif(current_setting('fairqueue.tenant_id', true), '')
+$$;
+
+alter function fairqueue.current_tenant() owner to fairqueue_owner;
+revoke all on function fairqueue.current_tenant() from public, fairqueue_app;
+grant execute on function fairqueue.current_tenant() to fairqueue_app;
+
+-- System jobs (no tenant) are visible only to a transaction that asked for them.
+create or replace function fairqueue.system_clamp() returns boolean
+language sql stable
+as $$
+ select coalesce(current_setting('fairqueue.system', true), '') = 'on'
+$$;
+
+alter function fairqueue.system_clamp() owner to fairqueue_owner;
+revoke all on function fairqueue.system_clamp() from public, fairqueue_app;
+grant execute on function fairqueue.system_clamp() to fairqueue_app;
+
+-- Whether a row with this tenant is inside the transaction's clamp: the one predicate of every
+-- fairqueue table's policy (inlined by the planner: a plain SQL expression).
+create or replace function fairqueue.within_clamp(p_tenant_id text) returns boolean
+language sql stable
+as $$
+    select p_tenant_id = fairqueue.current_tenant()
+        or (p_tenant_id is null and fairqueue.system_clamp())
+$$;
+
+alter function fairqueue.within_clamp(text) owner to fairqueue_owner;
+revoke all on function fairqueue.within_clamp(text) from public, fairqueue_app;
+grant execute on function fairqueue.within_clamp(text) to fairqueue_app;
+
+-- The clamp itself, in one place: Python's tenancy module and the batch functions both call it.
+-- NULL is the system clamp (jobs with no tenant); the settings die with the transaction.
+-- PL/pgSQL rather than SQL: a SQL function called from PL/pgSQL is planned again at every call.
+create or replace function fairqueue.clamp(p_tenant_id text) returns void
+language plpgsql
+as $$
+begin
+    perform set_config('fairqueue.tenant_id', coalesce(p_tenant_id, ''), true),
+            set_config('fairqueue.system', case when p_tenant_id is null then 'on' else '' end,
+                       true);
+end $$;
+alter function fairqueue.clamp(text) owner to fairqueue_owner;
+revoke all on function fairqueue.clamp(text) from public, fairqueue_app;
+grant execute on function fairqueue.clamp(text) to fairqueue_app;
+
+-- No tenant at all: what a transaction sees after working through a batch's tenants.
+create or replace function fairqueue.unclamp() returns void
+language plpgsql
+as $$
+begin
+    perform set_config('fairqueue.tenant_id', '', true), set_config('fairqueue.system', '', true);
+end $$;
+alter function fairqueue.unclamp() owner to fairqueue_owner;
+revoke all on function fairqueue.unclamp() from public, fairqueue_app;
+grant execute on function fairqueue.unclamp() to fairqueue_app;

@@ -1,0 +1,10 @@
+-- Tables the application role reads and changes only through doors and triggers that run as the
+-- owner: the audit of runs, the quotas (money), and the served counts that decide the order.
+revoke all on fairqueue.runs from public, fairqueue_app;
+grant select on fairqueue.runs to fairqueue_app;
+revoke all on fairqueue.quotas from public, fairqueue_app;
+grant select on fairqueue.quotas to fairqueue_app;
+revoke all on fairqueue.served from public, fairqueue_app;
+grant select on fairqueue.served to fairqueue_app;
+revoke all on fairqueue.served_watermark from public, fairqueue_app;
+grant select on fairqueue.served_watermark to fairqueue_app;
