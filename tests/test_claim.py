@@ -176,8 +176,7 @@ def test_with_more_groups_than_the_pool_each_batch_takes_the_least_served(conn) 
 def test_a_batch_is_the_next_picks_of_the_plain_model(conn, seed: int) -> None:
     """Each claim against the order written out plainly: plan priority, then the fewest served
     to the (tenant, group) in the last day, each pick counting for the next, then the oldest.
-    (A batch of several can differ: with more groups than its pool allows, each offers one job,
-    so a far less served group gets one pick per batch, not the several the model gives it.)"""
+    Batches of several: test_claim_order_property.py."""
     rng = random.Random(seed)
     tenants = {"t1": "free", "t2": "pro", "t3": "free", None: None}
     for tenant, plan in tenants.items():
@@ -214,3 +213,14 @@ def test_a_batch_is_the_next_picks_of_the_plain_model(conn, seed: int) -> None:
         left.remove(best)
         served[(best[1], best[2])] += 1
         assert claim(conn, 1) == [best[0]]
+
+
+def test_paid_work_with_a_backlog_fills_the_batch_before_free_groups(conn) -> None:
+    # More free groups than the pool, each with one job; two pro groups with a backlog each.
+    set_plan(conn, "paid", "pro")
+    set_plan(conn, "cheap", "free")
+    for n in range(30):
+        enqueue(conn, "work", {}, tenant_id="cheap", group_id=f"g{n:02d}")
+    paid = [enqueue(conn, "work", {}, tenant_id="paid", group_id=g) for g in ["a", "b"] * 6]
+    assert set(claim(conn, 5)) <= set(paid)
+    assert len(set(claim(conn, 7)) & set(paid)) == 7

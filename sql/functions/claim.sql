@@ -1,8 +1,10 @@
 -- The fair claim, the one definition of the order: plan priority, then the group served least
 -- of this type in the last day (each job picked from a group in this batch counts as served, so
--- a batch interleaves groups), then the oldest job. It walks the groups with pending work of the
--- type (one index probe per group), ranks their heads, lets the best `p_pool` groups offer their
--- oldest due jobs, adds jobs whose lease expired before their last attempt, and locks the best
+-- a batch interleaves groups), then the oldest job. A batch of N is exactly the first N picks of
+-- that order made one at a time, less the jobs another claimer holds. It walks the groups with
+-- pending work of the type (one index probe per group), ranks their heads, lets the best `p_pool`
+-- groups offer their oldest due jobs (as many as each could take of the batch, at least a share
+-- of the pool), adds jobs whose lease expired before their last attempt, and locks the best
 -- `p_batch` of those it can (skip locked). Paused groups offer nothing.
 create or replace function fairqueue.claim_unchecked(
     p_type text,
@@ -64,15 +66,48 @@ group_heads as (
      where g.status is null or g.status = 'active'
 ),
 best_groups as (
-    select h.group_key, h.served, h.id, h.tenant_id, h.created_at
+    select h.group_key, h.priority, h.served, h.id, h.tenant_id, h.created_at,
+           row_number() over (order by h.priority desc, h.served, h.created_at, h.id) as rank
       from group_heads h
-     order by h.priority desc, h.served, h.created_at
+     order by h.priority desc, h.served, h.created_at, h.id
      limit p_pool
 ),
--- How many jobs each best group offers: the pool shared out over the groups. One group offers
--- the whole pool (claimers that overlap need spares); many groups one each.
-share as (
+-- The batch's picks come from the first p_batch of these groups alone: each of those holds a due
+-- head that picks before any job of a group ranked below them. How many picks each of them can
+-- take: its job d+1 stands at served + d, behind every group of a higher priority and every
+-- group of its own whose served count is lower, and behind its own first d jobs. The levels are
+-- the (priority, served) places of those heads, with how many heads stand at or before each.
+levels as (
+    select l.priority, l.served,
+           (sum(l.heads) over (order by l.priority desc, l.served))::bigint as heads_up_to,
+           lead(l.served) over (partition by l.priority order by l.served) as next_served
+      from (select b.priority, b.served, count(*) as heads
+              from best_groups b
+             where b.rank <= p_batch
+             group by 1, 2) l
+),
+reach as materialized (
+    select b.group_key,
+           1 + coalesce(max(least(coalesce(l.next_served - b.served, p_batch),
+                                  p_batch - l.heads_up_to))
+                          filter (where p_batch - l.heads_up_to >= l.served - b.served + 1),
+                        0) as picks
+      from best_groups b
+      join levels l on l.priority = b.priority and l.served >= b.served
+     where b.rank <= p_batch
+     group by b.group_key
+),
+-- How many jobs each best group offers: as many as it can take of the batch, and at least its
+-- share of the pool, so claimers that overlap find spares (one group alone offers the whole pool).
+share as materialized (
     select greatest(1, p_pool / greatest(count(*), 1)) as per_group from best_groups
+),
+offers as (
+    select b.group_key, b.served, b.id, b.tenant_id, b.created_at,
+           greatest(share.per_group, coalesce(r.picks, 0)) as n
+      from best_groups b
+      cross join share
+      left join reach r on r.group_key = b.group_key
 ),
 -- Each best group offers its oldest due jobs. A group offering one offers its head, which the
 -- walk above already found: no second probe. Only groups offering more read their index again.
@@ -80,19 +115,18 @@ offered as (
     select c.id, c.tenant_id, c.created_at, b.group_key,
            b.served + row_number() over (partition by b.group_key
                                          order by c.created_at, c.id) as served
-      from best_groups b
-      cross join share
+      from offers b
       cross join lateral (
           select b.id, b.tenant_id, b.created_at
-           where share.per_group = 1
+           where b.n = 1
           union all
           (select j.id, j.tenant_id, j.created_at
              from fairqueue.jobs j
-            where share.per_group > 1
+            where b.n > 1
               and j.type = p_type and j.status = 'pending'
               and j.group_key = b.group_key and j.run_after <= now()
             order by j.type, j.group_key, j.created_at, j.id
-            limit share.per_group)) c
+            limit b.n)) c
     union all
     -- Jobs whose claimer died before their last attempt: found by the lease index, few.
     select j.id, j.tenant_id, j.created_at, j.group_key,
