@@ -161,6 +161,7 @@ def test_protect_table_refuses_a_column_it_cannot_clamp(conn) -> None:
 DOORS = {
     "claim",
     "has_claimable",
+    "claimable_unheld",
     "fail_abandoned",
     "queue_status",
     "open_jobs",

@@ -237,3 +237,34 @@ $$;
 alter function fairqueue.has_claimable(text) owner to fairqueue_owner;
 revoke all on function fairqueue.has_claimable(text) from public, fairqueue_app;
 grant execute on function fairqueue.has_claimable(text) to fairqueue_app;
+
+-- Whether a job of the type could be claimed now that no other transaction holds: what a claim
+-- that came back short asks before it looks further down the order. Skips the rows other
+-- claimers have locked, and locks the one it finds until the caller's transaction ends.
+create or replace function fairqueue.claimable_unheld(p_type text) returns boolean
+language plpgsql security definer set search_path = pg_catalog, pg_temp
+as $$
+begin
+    perform 1
+       from fairqueue.jobs j
+       left join fairqueue.groups g on g.key = j.group_key
+      where j.type = p_type and j.status = 'pending' and j.run_after <= now()
+        and (g.status is null or g.status = 'active')
+      limit 1
+        for update of j skip locked;
+    if found then
+        return true;
+    end if;
+    perform 1
+       from fairqueue.jobs j
+       left join fairqueue.groups g on g.key = j.group_key
+      where j.type = p_type and j.status = 'running' and j.run_after <= now()
+        and j.lease_until < now() and j.attempts < j.max_attempts
+        and (g.status is null or g.status = 'active')
+      limit 1
+        for update of j skip locked;
+    return found;
+end $$;
+alter function fairqueue.claimable_unheld(text) owner to fairqueue_owner;
+revoke all on function fairqueue.claimable_unheld(text) from public, fairqueue_app;
+grant execute on function fairqueue.claimable_unheld(text) to fairqueue_app;

@@ -70,8 +70,10 @@ class ClaimedJob:
 
 
 # Candidates read per claim, as a multiple of the batch, so rows another claimer holds can be
-# skipped without coming back empty.
+# skipped without coming back empty. A claim that still comes back short while jobs nobody holds
+# are left looks this many times further down the order, up to the largest pool the door takes.
 POOL_FACTOR = 4
+MAX_POOL = 10_000
 
 
 def claim_batch(
@@ -97,19 +99,31 @@ def claim_batch(
     # The expiry commits on its own first (on an autocommit connection), so the claim never
     # holds counter rows locked by it while waiting for others.
     conn.execute(query("expire_served"))
-    with conn.transaction():
-        rows = conn.execute(
-            query("claim_batch"),
-            {
-                "type": job_type,
-                "batch": batch,
-                "pool": batch * POOL_FACTOR,
-                "lease_s": lease_s,
-                "locked_by": locked_by,
-                "run_id": run_id,
-                **plans.claim_params(),
-            },
-        ).fetchall()
+    rows: list[dict[str, Any]] = []
+    pool = batch * POOL_FACTOR
+    while True:
+        with conn.transaction():
+            rows += conn.execute(
+                query("claim_batch"),
+                {
+                    "type": job_type,
+                    "batch": batch - len(rows),
+                    "pool": min(pool, MAX_POOL),
+                    "lease_s": lease_s,
+                    "locked_by": locked_by,
+                    "run_id": run_id,
+                    **plans.claim_params(),
+                },
+            ).fetchall()
+            # Short because other claimers hold the candidates, not because the work ran out:
+            # look further down the order instead of reporting no work.
+            further = len(rows) < batch and pool < MAX_POOL
+            if further:
+                unheld = conn.execute(query("claimable_unheld"), {"type": job_type}).fetchone()
+                further = unheld is not None and bool(unheld["found"])
+        if not further:
+            break
+        pool *= POOL_FACTOR
     if not rows:
         return []
     found = conn.execute(

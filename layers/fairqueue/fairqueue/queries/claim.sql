@@ -13,9 +13,13 @@ select id, tenant_id
   from fairqueue.claim(%(type)s, %(batch)s, %(pool)s, %(lease_s)s, %(locked_by)s, %(run_id)s,
                        %(plan_names)s, %(plan_priorities)s, %(default_priority)s);
 
+-- name: claimable_unheld
+-- A door (sql/functions/claim.sql): a claimable job no other transaction holds exists.
+select fairqueue.claimable_unheld(%(type)s) as found;
+
 -- name: read_claimed
--- A batch's claimed jobs, each read under its own tenant's clamp (sql/functions/claimed_batch.sql): what the handlers
--- need, for jobs this claimer still holds.
+-- A batch's claimed jobs, each read under its own tenant's clamp
+-- (sql/functions/claimed_batch.sql): what the handlers need, for jobs this claimer still holds.
 select id, type, payload, tenant_id, group_id, attempts, max_attempts, lane, delta_of,
        upstream_id, released, release_tries
   from fairqueue.read_claimed(%(tenant_ids)s::text[], %(ids)s::uuid[], %(locked_by)s);
