@@ -188,3 +188,47 @@ def test_the_backstop_reads_only_its_partial_index_however_long_the_history(conn
     assert not [
         n for n in plan if n.get("Relation Name") == "jobs" and n["Node Type"] == "Seq Scan"
     ]
+
+
+def test_a_claim_right_after_a_bulk_enqueue_walks_on_fresh_statistics(conn) -> None:
+    """Before any ANALYZE the planner takes the table for empty and walks the groups through the
+    wrong index, sorting the backlog at every step; the claim refreshes the statistics first."""
+    from fairqueue.claim import claim_batch
+
+    conn.execute(
+        "insert into fairqueue.jobs (type, tenant_id, group_id)"
+        " select 'planned', 't' || (i % 20), 'g' || (i % 300) from generate_series(1, 12000) i"
+    )
+    conn.execute("select pg_stat_force_next_flush()")
+    before = conn.execute(
+        "select reltuples from pg_class where oid = 'fairqueue.jobs'::regclass"
+    ).fetchone()
+    assert before["reltuples"] <= 0  # never analyzed since the template was made
+    claimed = claim_batch(conn, "planned", batch=100, lease_s=60, locked_by="cold")
+    assert len(claimed) == 100
+    after = conn.execute(
+        "select reltuples from pg_class where oid = 'fairqueue.jobs'::regclass"
+    ).fetchone()
+    assert after["reltuples"] >= 12000
+    walk = door_plan(
+        conn,
+        "fairqueue.claim_unchecked(text, integer, integer, double precision, text, uuid,"
+        " text[], integer[], integer)",
+        [
+            "planned",
+            100,
+            400,
+            60.0,
+            "plan",
+            None,
+            PLANS.claim_params()["plan_names"],
+            PLANS.claim_params()["plan_priorities"],
+            PLANS.claim_params()["default_priority"],
+        ],
+    )
+    (union,) = [node for node in walk if node["Node Type"] == "Recursive Union"]
+    in_walk = plan_nodes({"QUERY PLAN": [{"Plan": union}]})
+    assert {node["Index Name"] for node in in_walk if "Index Name" in node} == {
+        "jobs_group_queue_idx"
+    }
+    assert not [node for node in in_walk if node["Node Type"] == "Sort"]

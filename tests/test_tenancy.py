@@ -162,6 +162,7 @@ DOORS = {
     "claim",
     "has_claimable",
     "claimable_unheld",
+    "analyze_when_stale",
     "fail_abandoned",
     "queue_status",
     "open_jobs",

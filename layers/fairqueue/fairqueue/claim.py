@@ -99,6 +99,7 @@ def claim_batch(
     # The expiry commits on its own first (on an autocommit connection), so the claim never
     # holds counter rows locked by it while waiting for others.
     conn.execute(query("expire_served"))
+    conn.execute(query("analyze_when_stale"))
     rows: list[dict[str, Any]] = []
     pool = batch * POOL_FACTOR
     while True:

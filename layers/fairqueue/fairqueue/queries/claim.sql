@@ -7,6 +7,10 @@
 select fairqueue.expire_served()
  where (select watermark from fairqueue.served_watermark) < now() - interval '1 day 1 second';
 
+-- name: analyze_when_stale
+-- A door (sql/functions/statistics.sql): fresh statistics for the claim after a bulk enqueue.
+select fairqueue.analyze_when_stale() as analyzed;
+
 -- name: claim_batch
 -- The fair claim is a door (sql/functions/claim.sql): ids and tenant ids only.
 select id, tenant_id
