@@ -13,7 +13,7 @@ from uuid import UUID
 
 from pydantic import ValidationError
 
-from . import claim, jobs, lanes, ringing, upstream
+from . import claim, jobs, lanes, ringing
 from .connections import RunConnections
 from .db import Connection
 from .doorbells import Doorbell
@@ -135,7 +135,7 @@ class Outcomes:
                 )
                 outcome = "deferred"
             elif isinstance(error, ReleaseFailed):
-                status = upstream.release_failed(conn, stage, job, self.locked_by, str(error))
+                status = claim.release_failed(conn, stage, job, self.locked_by, str(error))
                 held = status is not None
                 outcome = "failed" if status == "failed" else "release_retried"
             elif isinstance(error, ValidationError):

@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
-from dataclasses import dataclass
-from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 from uuid import UUID
 
 from psycopg.types.json import Jsonb
@@ -25,35 +23,11 @@ from .db import Connection, after_commit
 from .errors import ConfigurationError, InvalidPayload, JobNotFinished, UnknownJob
 from .inputs import storable_json
 from .queries import query
-from .stage import Stage, known_stage
+from .stage import Result as Result  # its home is fairqueue.stage; still importable from here
+from .stage import Stage, Writer, known_stage
 from .tenancy import tenant_scope, tenant_transaction
 
 log = logging.getLogger("fairqueue.results")
-
-Writer = Literal["client", "worker"]
-
-
-@dataclass(frozen=True)
-class Result:
-    job_id: UUID  # the original job: its re-checks write to the same row
-    tenant_id: str | None
-    type: str
-    body: dict[str, Any]
-    saved_by: Writer | None  # None: a row written before saved_by existed, counted as a client's
-    saved_at: datetime
-    source_job_id: UUID  # the job whose output the body was rendered from
-
-    @classmethod
-    def from_row(cls, row: dict[str, Any]) -> Result:
-        return cls(
-            job_id=row["job_id"],
-            tenant_id=row["tenant_id"],
-            type=row["type"],
-            body=row["body"],
-            saved_by=row["saved_by"],
-            saved_at=row["saved_at"],
-            source_job_id=row["source_job_id"],
-        )
 
 
 class ResultSettings(BaseModel):

@@ -1,4 +1,5 @@
-"""Stages (job types with a handler) and the Job a handler receives."""
+"""Stages (job types with a handler), the Job a handler receives and the Result an
+``after_result`` hook receives."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 from uuid import UUID
 
 from pydantic import BaseModel
@@ -15,9 +16,6 @@ from .db import Connection
 from .errors import ConfigurationError
 from .inputs import MAX_ATTEMPTS, MAX_BATCH, MAX_LEASE_S
 from .upstream import Upstream
-
-if TYPE_CHECKING:
-    from .results import Result
 
 
 class Defer(Exception):
@@ -74,11 +72,37 @@ class Job:
         self._follow_up(job_type, payload, **options)
 
 
+Writer = Literal["client", "worker"]
+
+
+@dataclass(frozen=True)
+class Result:
+    job_id: UUID  # the original job: its re-checks write to the same row
+    tenant_id: str | None
+    type: str
+    body: dict[str, Any]
+    saved_by: Writer | None  # None: a row written before saved_by existed, counted as a client's
+    saved_at: datetime
+    source_job_id: UUID  # the job whose output the body was rendered from
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> Result:
+        return cls(
+            job_id=row["job_id"],
+            tenant_id=row["tenant_id"],
+            type=row["type"],
+            body=row["body"],
+            saved_by=row["saved_by"],
+            saved_at=row["saved_at"],
+            source_job_id=row["source_job_id"],
+        )
+
+
 # A handler's return value is its job's output (a JSON object, or None for none), stored on the
 # job when it is marked done; a stage's render_result turns it into the job's result.
 Handler = Callable[[Job], dict[str, Any] | None]
 RenderResult = Callable[[dict[str, Any]], dict[str, Any]]
-ResultHook = Callable[["Result", Connection], None]
+ResultHook = Callable[[Result, Connection], None]
 # cron: drained by the scheduled pipeline, fairly, in batches. doorbell: each job rings a
 # doorbell when committed and a worker starts it within seconds; the cron pipeline still drains
 # what the doorbells miss.
