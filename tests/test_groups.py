@@ -14,8 +14,8 @@ from conftest import dsn_for
 from fairqueue import Stage, connect, enqueue, migrate, run_pipeline
 from fairqueue.claim import claim_batch
 from fairqueue.db import Connection
+from fairqueue.groups import pause_group, resume_group
 from fairqueue.migrate import migrations
-from fairqueue.tenants import pause_group, resume_group
 from support import job
 
 GROUPED = Stage("grouped", handler=lambda job: None, batch=10)

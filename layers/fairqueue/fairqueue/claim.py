@@ -238,12 +238,14 @@ def defer(
     return row.fetchone() is not None
 
 
-def release(conn: Connection, job_ids: list[UUID], locked_by: str, *, tenant_id: str | None) -> int:
+def give_back(
+    conn: Connection, job_ids: list[UUID], locked_by: str, *, tenant_id: str | None
+) -> int:
     """Give back one tenant's claimed jobs that never started, attempt undone."""
     if not job_ids:
         return 0
     rows = conn.execute(
-        query("release"), {"ids": job_ids, "tenant_id": tenant_id, "locked_by": locked_by}
+        query("give_back"), {"ids": job_ids, "tenant_id": tenant_id, "locked_by": locked_by}
     ).fetchall()
     return len(rows)
 

@@ -189,7 +189,7 @@ def show_results(conn: Connection, dsn: str) -> None:
     saved = play_clients(conn)
     print(f"\nthe watching client saved {saved} summary results; the others wait for the backstop")
     _sleep_unless_stopped(DEMO_RESULT_GRACE_S + 0.5)
-    swept = Backstop(dsn, STAGES, ResultSettings(grace_s=DEMO_RESULT_GRACE_S)).sweep()
+    swept = Backstop(dsn, STAGES, ResultSettings(grace_s=DEMO_RESULT_GRACE_S)).rescue()
     if swept is not None:
         print(f"the backstop sweep rescued {swept.written} after {DEMO_RESULT_GRACE_S:.0f} s")
     print("{:<8} {:>7} {:>7}".format("tenant", "client", "worker"))

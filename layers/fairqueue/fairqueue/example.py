@@ -39,11 +39,11 @@ from .db import Connection
 from .errors import ConfigurationError, UpstreamRejected
 from .jobs import enqueue
 from .lanes import add_credits, admit
+from .plans import set_plan
 from .quotas import define_quota
 from .results import finished_without_result, save_result
 from .stage import Job, Stage
 from .status import open_jobs
-from .tenants import set_plan
 from .upstream import InProcessUpstream, Upstream, upstream_from_env
 
 log = logging.getLogger("fairqueue.example")

@@ -90,9 +90,9 @@ class Outcomes:
         grouped = claim.by_tenant((job.tenant_id, job.id) for job in not_started)
         for tenant_id, job_ids in grouped.items():
             with self.db.use() as conn, tenant_transaction(conn, tenant_id):
-                released = claim.release(conn, job_ids, self.locked_by, tenant_id=tenant_id)
-            tally.released += released
-            self.count_lost(tally, len(job_ids) - released)
+                given_back = claim.give_back(conn, job_ids, self.locked_by, tenant_id=tenant_id)
+            tally.given_back += given_back
+            self.count_lost(tally, len(job_ids) - given_back)
 
     def insert_follow_ups(
         self, conn: Connection, follow_ups: list[jobs.PreparedJob]
