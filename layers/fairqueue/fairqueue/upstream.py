@@ -19,7 +19,6 @@ HTTP protocol, relative to the base URL:
 from __future__ import annotations
 
 import json
-import os
 import random
 import threading
 import urllib.error
@@ -30,6 +29,7 @@ from typing import Any, Protocol
 from urllib.parse import quote
 
 from .errors import ConfigurationError, UpstreamRejected, UpstreamUnavailable
+from .settings import Settings, settings
 
 
 class Upstream(Protocol):
@@ -159,7 +159,7 @@ class InProcessUpstream:
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def __post_init__(self) -> None:
-        if os.environ.get("FAIRQUEUE_ENV") == "production":
+        if settings().production:
             raise ConfigurationError(
                 "InProcessUpstream is refused when FAIRQUEUE_ENV=production: its held work "
                 "lives in one process's memory; use HttpUpstream"
@@ -200,15 +200,12 @@ class InProcessUpstream:
 def upstream_from_env(env: Mapping[str, str] | None = None) -> HttpUpstream:
     """The HTTP upstream that ``FAIRQUEUE_UPSTREAM_URL`` names (``FAIRQUEUE_UPSTREAM_TOKEN``
     and ``FAIRQUEUE_UPSTREAM_TIMEOUT_S`` optional)."""
-    source = os.environ if env is None else env
-    url = source.get("FAIRQUEUE_UPSTREAM_URL")
-    if not url:
+    config = settings() if env is None else Settings.from_mapping(env)
+    if not config.upstream_url:
         raise ConfigurationError("FAIRQUEUE_UPSTREAM_URL is not set")
-    raw_timeout = source.get("FAIRQUEUE_UPSTREAM_TIMEOUT_S", "5")
-    try:
-        timeout_s = float(raw_timeout)
-    except ValueError:
-        raise ConfigurationError(
-            f"FAIRQUEUE_UPSTREAM_TIMEOUT_S must be a number of seconds, got {raw_timeout!r}"
-        ) from None
-    return HttpUpstream(url, timeout_s=timeout_s, token=source.get("FAIRQUEUE_UPSTREAM_TOKEN"))
+    token = config.upstream_token
+    return HttpUpstream(
+        config.upstream_url,
+        timeout_s=config.upstream_timeout_s,
+        token=None if token is None else token.get_secret_value(),
+    )
