@@ -301,7 +301,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_tick)
 
     p = sub.add_parser("run", help="the local loop: invoke the cron handler until drained")
-    p.add_argument("--handler", default="functions/cron/app.py:handler")
+    p.add_argument("--handler", default="functions/cron.py:handler")
     p.add_argument("--stages", help="module:attribute of the stage list (FAIRQUEUE_STAGES)")
     p.add_argument("--interval", type=float, default=3.0, help="seconds between invocations")
     p.add_argument("--seed", type=int, default=7, help="seed of the example workload")
