@@ -36,7 +36,7 @@ import queue
 from collections.abc import Iterator, Mapping, Sequence
 from time import monotonic
 from types import TracebackType
-from typing import Any, Final, Protocol, Self
+from typing import Any, Final, Protocol, Self, get_args
 from uuid import UUID
 
 import psycopg
@@ -46,7 +46,7 @@ from pydantic_core import ErrorDetails
 
 from .db import connect
 from .errors import ConfigurationError, InvalidDoorbell
-from .settings import Settings, settings
+from .settings import DoorbellChoice, Settings, settings
 
 log = logging.getLogger("fairqueue.doorbells")
 
@@ -56,7 +56,7 @@ CHANNEL: Final = "fairqueue_doorbell"
 SQS_BATCH_LIMIT: Final = 10
 """The most entries SQS accepts in one ``SendMessageBatch`` call."""
 
-ADAPTERS: Final = ("sqs", "postgres", "memory")
+ADAPTERS: Final = get_args(DoorbellChoice)
 """The values ``FAIRQUEUE_DOORBELLS`` accepts."""
 
 
