@@ -126,6 +126,16 @@ def test_production_is_one_value(monkeypatch: pytest.MonkeyPatch) -> None:
     assert not Settings.from_mapping({"FAIRQUEUE_ENV": "staging"}).production
 
 
+def test_an_error_never_repeats_a_secret() -> None:
+    # No secret field can fail today; the phrase that would describe one still hides it.
+    from fairqueue.settings import _problem
+
+    for variable in ("DATABASE_URL", "FAIRQUEUE_UPSTREAM_TOKEN", "FAIRQUEUE_API_SECRET"):
+        error: Any = {"loc": (variable,), "input": "hunter2", "type": "too_short", "msg": "m"}
+        assert "hunter2" not in _problem(error)
+        assert variable in _problem(error)
+
+
 def test_secrets_are_not_shown() -> None:
     config = Settings.from_mapping({"FAIRQUEUE_UPSTREAM_TOKEN": "hunter2" * 5})
     assert "hunter2" not in repr(config)

@@ -252,10 +252,19 @@ def _describe(exc: ValidationError) -> str:
     return "; ".join(_problem(error) for error in exc.errors())
 
 
+# Variables whose values an error message must not repeat.
+_SECRET: Final = frozenset({"DATABASE_URL", "FAIRQUEUE_UPSTREAM_TOKEN", "FAIRQUEUE_API_SECRET"})
+
+
+class _Hidden:
+    def __repr__(self) -> str:
+        return "(a value not shown)"
+
+
 def _problem(error: ErrorDetails) -> str:
     """One bad value as a phrase that names its variable."""
     variable = str(error["loc"][0]) if error["loc"] else "the environment"
-    value = error.get("input")
+    value = _Hidden() if variable in _SECRET else error.get("input")
     kind = error["type"]
     context = error.get("ctx") or {}
     unit = " of seconds" if variable.endswith("_S") else ""
