@@ -3,7 +3,7 @@
 Arrivals: `fairness_jobs` jobs over every group (1,000 in the full run). The heaviest group
 brings `heavy_share` of them (90 %); the others share the rest in Zipf proportion
 (weight 1/r^s for the r-th of them). Each group belongs to a tenant with a plan (the load's
-plan mix, set with fairqueue.tenants.set_plan); a peer gets each job's plan priority as its
+plan mix, set with fairqueue.plans.set_plan); a peer gets each job's plan priority as its
 job priority, the most it can do with a plan, and is otherwise first in, first out. The
 arrivals are drawn with a fixed seed, enqueued in arrival order before the drain starts, and
 drained by one worker of each system (at its drain settings), which records the group of

@@ -3,7 +3,7 @@
 One pass per pending backlog (10k and 1M in the full run): the backlog is loaded fresh, then
 last-day history is grown through each size (up to 10M rows, generated in SQL) and the claim is
 sampled at each. Only the claim is timed (its expiry step, the claim query and the commit, as
-the library runs them). Each claimed batch is then given back with `fairqueue.claim.release`,
+the library runs them). Each claimed batch is then given back with `fairqueue.claim.give_back`,
 outside the timed section, so pending stays constant and the served counts return to where
 they were.
 """
@@ -20,7 +20,7 @@ from typing import Any
 
 import psycopg
 
-from fairqueue.claim import POOL_FACTOR, by_tenant, claim_batch, release
+from fairqueue.claim import POOL_FACTOR, by_tenant, claim_batch, give_back
 from fairqueue.db import Connection
 from fairqueue.plans import PLANS
 
@@ -80,19 +80,19 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def timed_claim(conn: Connection, batch: int) -> float:
-    """One claim of `batch` jobs, timed; the jobs are released untimed. Returns milliseconds."""
+    """One claim of `batch` jobs, timed; the jobs are given back untimed. Returns milliseconds."""
     started = time.perf_counter()
     jobs = claim_batch(conn, JOB_TYPE, batch=batch, lease_s=LEASE_S, locked_by=LOCKED_BY)
     elapsed_ms = (time.perf_counter() - started) * 1000.0
     if len(jobs) != batch:
         raise BenchError(f"claimed {len(jobs)} jobs, expected {batch}: the backlog ran dry")
-    # Given back tenant by tenant: the release names the tenant whose jobs it frees.
-    released = sum(
-        release(conn, ids, LOCKED_BY, tenant_id=tenant_id)
+    # Given back tenant by tenant: each call names the tenant whose jobs it frees.
+    given_back = sum(
+        give_back(conn, ids, LOCKED_BY, tenant_id=tenant_id)
         for tenant_id, ids in by_tenant((job.tenant_id, job.id) for job in jobs).items()
     )
-    if released != batch:
-        raise BenchError(f"released {released} of {batch} claimed jobs")
+    if given_back != batch:
+        raise BenchError(f"gave back {given_back} of {batch} claimed jobs")
     return elapsed_ms
 
 

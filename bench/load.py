@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from fairqueue.db import Connection
-from fairqueue.plans import PLANS
-from fairqueue.tenants import resume_group, set_plan
+from fairqueue.groups import resume_group
+from fairqueue.plans import PLANS, set_plan
 
 from .arrivals import Arrival
 from .sizes import Sizes
@@ -68,7 +68,7 @@ def plan_for(tenant: int) -> str:
 
 
 def create_owners(conn: Connection, sizes: Sizes) -> None:
-    """Tenants with a mix of plans (fairqueue.tenants.set_plan) and their active groups.
+    """Tenants with a mix of plans (fairqueue.plans.set_plan) and their active groups.
 
     Each call is its own transaction, clamped to its tenant: one transaction cannot work for
     two tenants.

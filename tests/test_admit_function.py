@@ -1,4 +1,4 @@
-"""The admission Lambda (functions/admit/app.py) loaded and invoked as the Lambda runtime does.
+"""The admission Lambda (functions/admit.py) loaded and invoked as the Lambda runtime does.
 
 The handler gets API Gateway HTTP API payload 2.0 events, with the claims its JWT authorizer
 passes on, and a context whose remaining time really counts down; the database is real. Every
@@ -30,7 +30,7 @@ from fairqueue.db import Connection
 from fairqueue.lanes import add_credits
 from fairqueue.local import Handler, LocalContext, load_handler
 
-HANDLER_SPEC = f"{ROOT / 'functions' / 'admit' / 'app.py'}:handler"
+HANDLER_SPEC = f"{ROOT / 'functions' / 'admit.py'}:handler"
 API_ID = "a1b2c3d4e5"
 DOMAIN = f"{API_ID}.execute-api.eu-west-1.amazonaws.com"
 ISSUER = "https://cognito-idp.eu-west-1.amazonaws.com/eu-west-1_Ab12Cd34E"
@@ -40,7 +40,7 @@ LoadAdmit = Callable[..., Handler]
 
 @pytest.fixture
 def load_admit(dsn: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[LoadAdmit]:
-    """Loads app.py afresh (module-level connection cache and stages) under a Lambda-like env."""
+    """Loads admit.py afresh (module-level connection cache and stages) under a Lambda-like env."""
     loaded: list[Handler] = []
 
     def load(database_url: str = dsn, **env: str) -> Handler:

@@ -8,7 +8,8 @@ import pytest
 
 from fairqueue import PLANS, Stage, enqueue
 from fairqueue.claim import claim_batch
-from fairqueue.tenants import pause_group, resume_group, set_plan
+from fairqueue.groups import pause_group, resume_group
+from fairqueue.plans import set_plan
 from support import age_job, job
 
 

@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 from fairqueue import PLANS, Stage, enqueue
 from fairqueue.claim import claim_batch
 from fairqueue.db import Connection
-from fairqueue.tenants import pause_group, set_plan
+from fairqueue.groups import pause_group
+from fairqueue.plans import set_plan
 
 Stage("ordered", handler=lambda _job: None)
 

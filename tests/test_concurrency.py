@@ -16,7 +16,8 @@ from uuid import UUID
 from fairqueue import Job, RunResult, Stage, connect, enqueue, run_pipeline
 from fairqueue.claim import ClaimedJob, claim_batch
 from fairqueue.db import Connection
-from fairqueue.tenants import pause_group, set_plan
+from fairqueue.groups import pause_group
+from fairqueue.plans import set_plan
 from support import age_job, count, runs
 
 JOIN_TIMEOUT_S = 60

@@ -1,4 +1,4 @@
-"""The cron Lambda (functions/cron/app.py) loaded and invoked as the local runner does it.
+"""The cron Lambda (functions/cron.py) loaded and invoked as the local runner does it.
 
 The handler gets EventBridge's real input and a context whose remaining time really counts
 down; the database is real. What Lambda would see is checked: the answer, the runs row, the
@@ -26,7 +26,7 @@ from fairqueue.db import Connection
 from fairqueue.local import Handler, LocalContext, load_handler, scheduled_event
 from support import job, runs
 
-HANDLER_SPEC = f"{ROOT / 'functions' / 'cron' / 'app.py'}:handler"
+HANDLER_SPEC = f"{ROOT / 'functions' / 'cron.py'}:handler"
 ANSWER_KEYS = {"runId", "stopReason", "jobsDone", "jobsFailed", "jobsDeferred", "units", "error"}
 
 LoadCron = Callable[..., Handler]
@@ -34,7 +34,7 @@ LoadCron = Callable[..., Handler]
 
 @pytest.fixture
 def load_cron(dsn: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[LoadCron]:
-    """Loads app.py afresh (module-level STAGES and connection cache) under a Lambda-like env."""
+    """Loads cron.py afresh (module-level STAGES and connection cache) under a Lambda-like env."""
     loaded: list[Handler] = []
 
     def load(stages: str = "cron_stages:STAGES") -> Handler:

@@ -15,7 +15,7 @@ from conftest import dsn_for
 from fairqueue import Stage, connect, enqueue, migrate, run_pipeline
 from fairqueue.claim import claim_batch
 from fairqueue.db import Connection
-from fairqueue.tenants import pause_group, resume_group
+from fairqueue.groups import pause_group, resume_group
 from schema_catalog import install_release
 from support import job
 

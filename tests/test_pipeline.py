@@ -297,7 +297,7 @@ def test_a_stop_request_finishes_the_job_in_flight_gives_back_the_rest_and_close
     assert result.stop_reason == "time_budget"
     assert result.summary["interrupted"] == "stop requested"
     assert result.jobs_done == 1
-    assert result.summary["stages"]["stoppable"]["released"] == 1
+    assert result.summary["stages"]["stoppable"]["given_back"] == 1
     assert count(conn, "status = 'pending' and attempts = 0") == 2
     assert runs(conn)[-1]["finished_at"] is not None
 

@@ -126,7 +126,7 @@ def test_with_a_client_present_the_result_is_written_exactly_once(dsn, app, conn
     assert (result.saved_by, result.source_job_id) == ("client", job_id)
     assert hook_calls(conn) == [(job_id, "3 words, by the client")]
     age(conn, job_id, 60)
-    assert Backstop(dsn, [STAGE], GRACE).sweep().written == 0
+    assert Backstop(dsn, [STAGE], GRACE).rescue().written == 0
     assert writes(conn) == [(job_id, "client")]
     assert hook_calls(conn) == [(job_id, "3 words, by the client")]
 
@@ -134,12 +134,12 @@ def test_with_a_client_present_the_result_is_written_exactly_once(dsn, app, conn
 def test_with_no_client_the_sweep_writes_it_once_after_the_grace_not_before(dsn, app, conn) -> None:
     job_id = finished_job(dsn, app)
     backstop = Backstop(dsn, [STAGE], GRACE)
-    assert backstop.sweep().written == 0  # inside the grace window
+    assert backstop.rescue().written == 0  # inside the grace window
     assert writes(conn) == []
     time.sleep(GRACE.grace_s + 0.1)
-    swept = backstop.sweep()
+    swept = backstop.rescue()
     assert (swept.written, swept.hooks_fired) == (1, 1)
-    assert backstop.sweep().written == 0
+    assert backstop.rescue().written == 0
     assert writes(conn) == [(job_id, "worker")]
     assert hook_calls(conn) == [(job_id, "3 words")]
     stored = read_result(app, job_id, tenant_id="t")
@@ -150,7 +150,7 @@ def test_with_no_client_the_sweep_writes_it_once_after_the_grace_not_before(dsn,
 def test_a_client_save_after_a_worker_save_wins_and_fires_the_hook_again(dsn, app, conn) -> None:
     job_id = finished_job(dsn, app)
     age(conn, job_id, 60)
-    Backstop(dsn, [STAGE], GRACE).sweep()
+    Backstop(dsn, [STAGE], GRACE).rescue()
     save_result(app, job_id, {"summary": "edited by the user"}, tenant_id="t")
     stored = read_result(app, job_id, tenant_id="t")
     assert stored is not None
@@ -183,9 +183,9 @@ def test_a_later_job_replaces_an_earlier_worker_row_but_never_the_reverse(dsn, a
     run_pipeline(dsn, [STAGE])
     # The re-check is rescued first; its original, admitted earlier, cannot replace it.
     age(conn, recheck, 60)
-    assert Backstop(dsn, [STAGE], GRACE).sweep().written == 1
+    assert Backstop(dsn, [STAGE], GRACE).rescue().written == 1
     age(conn, first, 60)
-    swept = Backstop(dsn, [STAGE], GRACE).sweep()
+    swept = Backstop(dsn, [STAGE], GRACE).rescue()
     assert (swept.written, swept.refused) == (0, 1)
     stored = read_result(app, first, tenant_id="t")
     assert stored is not None
@@ -198,7 +198,7 @@ def test_a_later_job_replaces_an_earlier_worker_row_but_never_the_reverse(dsn, a
     ).job_id
     run_pipeline(dsn, [STAGE])
     age(conn, later, 60)
-    assert Backstop(dsn, [STAGE], GRACE).sweep().written == 1
+    assert Backstop(dsn, [STAGE], GRACE).rescue().written == 1
     stored = read_result(app, first, tenant_id="t")
     assert stored is not None
     assert (stored.saved_by, stored.source_job_id) == ("worker", later)
@@ -214,7 +214,7 @@ def test_a_legacy_row_with_no_saved_by_counts_as_a_client_row(dsn, app, conn) ->
         (job_id,),
     )
     age(conn, job_id, 60)
-    swept = Backstop(dsn, [STAGE], GRACE).sweep()
+    swept = Backstop(dsn, [STAGE], GRACE).rescue()
     assert (swept.written, swept.refused) == (0, 1)
     stored = read_result(app, job_id, tenant_id="t")
     assert stored is not None
@@ -262,10 +262,10 @@ def test_a_failed_client_path_hook_is_fired_by_a_later_sweep_once(dsn, app, conn
     save_result(app, job_id, {"summary": "kept"}, tenant_id="t")  # the result stands
     assert hook_calls(conn) == []
     backstop = Backstop(dsn, [stage], GRACE)
-    assert backstop.sweep().hooks_fired == 0  # owed, but inside the grace window
+    assert backstop.rescue().hooks_fired == 0  # owed, but inside the grace window
     time.sleep(GRACE.grace_s + 0.1)
-    assert backstop.sweep().hooks_fired == 1
-    assert backstop.sweep().hooks_fired == 0
+    assert backstop.rescue().hooks_fired == 1
+    assert backstop.rescue().hooks_fired == 0
     assert hook_calls(conn) == [(job_id, "kept")]
     assert writes(conn) == [(job_id, "client")]
 
@@ -284,7 +284,7 @@ def test_two_sweeps_at_once_write_each_result_once_and_fire_each_hook_once(dsn, 
 
     def sweep() -> None:
         barrier.wait(timeout=10)
-        outcomes.append(Backstop(dsn, [STAGE], settings).sweep())
+        outcomes.append(Backstop(dsn, [STAGE], settings).rescue())
 
     threads = [threading.Thread(target=sweep) for _ in range(2)]
     for t in threads:
@@ -312,10 +312,10 @@ def test_a_sweep_never_stacks_on_itself_in_one_process(dsn, app, conn) -> None:
     age(conn, job_id, 60)
     backstop = Backstop(dsn, [stage], GRACE)
     first: list[Any] = []
-    thread = threading.Thread(target=lambda: first.append(backstop.sweep()))
+    thread = threading.Thread(target=lambda: first.append(backstop.rescue()))
     thread.start()
     assert entered.wait(timeout=10)
-    assert backstop.sweep() is None  # skipped: one is in flight
+    assert backstop.rescue() is None  # skipped: one is in flight
     release.set()
     thread.join(timeout=10)
     assert first[0].written == 1
@@ -331,7 +331,7 @@ def test_a_render_error_skips_that_job_only(dsn, app, conn) -> None:
     bad = finished_job(dsn, app, "one two", stage=stage)
     good = finished_job(dsn, app, "one two three", stage=stage)
     conn.execute("update fairqueue.jobs set finished_at = now() - interval '1 minute'")
-    swept = Backstop(dsn, [stage], GRACE).sweep()
+    swept = Backstop(dsn, [stage], GRACE).rescue()
     assert swept.written == 1
     assert "two words cannot be rendered" in swept.render_errors[0]
     assert writes(conn) == [(good, "worker")]
@@ -347,7 +347,7 @@ def test_retention_trims_old_outputs_and_prunes_old_jobs(dsn, app, conn) -> None
     age(conn, old, 5000)
     age(conn, ancient, 9000)
     conn.execute("update fairqueue.jobs set result_at = now()")  # results decided already
-    swept = Backstop(dsn, [NO_HOOK], settings).sweep()
+    swept = Backstop(dsn, [NO_HOOK], settings).rescue()
     assert (swept.outputs_trimmed, swept.jobs_pruned) == (2, 1)
     rows = {
         r["id"]: r["output"]

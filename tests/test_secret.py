@@ -34,7 +34,7 @@ def test_the_cron_function_reads_its_database_url_from_the_secret(
     monkeypatch.setenv("DATABASE_SECRET_ARN", arn)
     monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "fairqueue")
     monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", "fairqueue-cron")
-    app = load_module(ROOT / "functions/cron/app.py")
+    app = load_module(ROOT / "functions/cron.py")
     try:
         answer = app.handler(scheduled_event(), LocalContext())
     finally:

@@ -22,9 +22,9 @@ from fairqueue import Defer, Job, Stage, connect, enqueue, run_pipeline
 from fairqueue.backstop import Backstop
 from fairqueue.doorbells import Doorbell
 from fairqueue.errors import UnknownJob
+from fairqueue.groups import pause_group
 from fairqueue.lanes import admit
 from fairqueue.results import Result, ResultSettings, fire_hook, read_result, save_result
-from fairqueue.tenants import pause_group
 from fairqueue.upstream import InProcessUpstream
 from fairqueue.worker import ring_all
 from support import job
@@ -164,7 +164,7 @@ def test_the_backstop_on_a_superuser_login_writes_each_tenants_result_once(
     HOOKED.clear()
     jobs = {tenant: done_job(admin_dsn, admin, conn, tenant, n) for n, tenant in enumerate("ab")}
     conn.execute("update fairqueue.jobs set finished_at = now() - interval '1 minute'")
-    swept = Backstop(admin_dsn, [RESULTS], ResultSettings(grace_s=0.3)).sweep(conn=admin)
+    swept = Backstop(admin_dsn, [RESULTS], ResultSettings(grace_s=0.3)).rescue(conn=admin)
     assert swept is not None
     assert (swept.written, swept.refused, swept.hooks_fired) == (2, 0, 2)
     assert sorted(results_rows(conn), key=str) == sorted(

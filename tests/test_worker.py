@@ -169,7 +169,7 @@ LoadFunction = Callable[[str], Any]
 
 @pytest.fixture
 def load_function(dsn, sqs_queue, monkeypatch) -> Iterator[LoadFunction]:
-    """A function's app.py loaded afresh under a Lambda-like environment."""
+    """A function's module (functions/<name>.py) loaded afresh under a Lambda-like environment."""
     loaded: list[Any] = []
 
     def load(name: str) -> Any:
@@ -179,7 +179,7 @@ def load_function(dsn, sqs_queue, monkeypatch) -> Iterator[LoadFunction]:
         monkeypatch.setenv("FAIRQUEUE_DOORBELL_QUEUE_URL", sqs_queue.url)
         monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", f"fairqueue-{name}")
         monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "fairqueue")
-        module = load_module(ROOT_FUNCTIONS / name / "app.py")
+        module = load_module(ROOT_FUNCTIONS / f"{name}.py")
         loaded.append(module)
         # powertools binds its log handler to the stdout of the first Logger() of the process.
         for handler in logging.getLogger(f"fairqueue-{name}").handlers:

@@ -45,7 +45,7 @@ class BackstopResult:
 
 
 class Backstop:
-    """The sweep for one process: holds its stages, settings and the no-stacking guard."""
+    """The backstop of one process: holds its stages, settings and the no-stacking guard."""
 
     def __init__(
         self,
@@ -59,14 +59,15 @@ class Backstop:
         self.hooked = {s.name: s for s in stages if s.after_result is not None}
         self._in_flight = threading.Lock()
 
-    def sweep(
+    def rescue(
         self,
         stop: threading.Event | None = None,
         *,
         budget_s: float | None = None,
         conn: Connection | None = None,
     ) -> BackstopResult | None:
-        """One sweep; None when another sweep of this process is still in flight.
+        """One pass: save the missing results, fire the owed hooks, trim and prune; None when
+        another pass of this process is still in flight.
 
         A stop request, or ``budget_s`` running out, ends it between batches: the batch in
         flight and its hooks always finish. ``conn`` is an open autocommit connection to sweep
@@ -80,13 +81,17 @@ class Backstop:
         deadline = None if budget_s is None else time.monotonic() + budget_s
         try:
             if conn is not None:
-                return self._sweep(conn, stop, deadline)
+                return self._rescue(conn, stop, deadline)
             with connect(self.dsn, autocommit=True, as_app_role=True) as owned:
-                return self._sweep(owned, stop, deadline)
+                return self._rescue(owned, stop, deadline)
         finally:
             self._in_flight.release()
 
-    def _sweep(
+    # The name it had before ``fairqueue.sweeper.sweep`` made "sweep" mean the sweeper's work;
+    # ``fairqueue.serve`` still calls it by that name.
+    sweep = rescue
+
+    def _rescue(
         self, conn: Connection, stop: threading.Event | None, deadline: float | None
     ) -> BackstopResult:
         result = BackstopResult()

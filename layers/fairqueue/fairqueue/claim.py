@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from psycopg.types.json import Jsonb
@@ -24,6 +24,10 @@ from .inputs import MAX_BATCH, MAX_LEASE_S
 from .plans import PLANS, Plans
 from .queries import query
 from .tenancy import tenant_transaction
+from .upstream import release_delay
+
+if TYPE_CHECKING:
+    from .stage import Stage
 
 
 @dataclass(frozen=True)
@@ -249,14 +253,44 @@ def defer(
     return row.fetchone() is not None
 
 
-def release(conn: Connection, job_ids: list[UUID], locked_by: str, *, tenant_id: str | None) -> int:
+def give_back(
+    conn: Connection, job_ids: list[UUID], locked_by: str, *, tenant_id: str | None
+) -> int:
     """Give back one tenant's claimed jobs that never started, attempt undone."""
     if not job_ids:
         return 0
     rows = conn.execute(
-        query("release"), {"ids": job_ids, "tenant_id": tenant_id, "locked_by": locked_by}
+        query("give_back"), {"ids": job_ids, "tenant_id": tenant_id, "locked_by": locked_by}
     ).fetchall()
     return len(rows)
+
+
+def mark_released(conn: Connection, job_id: UUID, *, tenant_id: str | None) -> None:
+    """Record, in the job's tenant transaction, that its held work has started."""
+    conn.execute(query("mark_released"), {"id": job_id, "tenant_id": tenant_id})
+
+
+def release_failed(
+    conn: Connection, stage: Stage, job: ClaimedJob, locked_by: str, error: str
+) -> str | None:
+    """Give a job whose release failed back for a later try, or fail it past the stage's
+    window; its new status, or None when this claimer no longer holds it."""
+    row = conn.execute(
+        query("release_failed"),
+        {
+            "id": job.id,
+            "tenant_id": job.tenant_id,
+            "locked_by": locked_by,
+            "error": f"releasing held upstream work failed: {error}",
+            "window_s": stage.release_window_s,
+            "delay_s": release_delay(
+                job.release_tries + 1,
+                base_s=stage.release_backoff_s,
+                cap_s=stage.release_backoff_cap_s,
+            ),
+        },
+    ).fetchone()
+    return None if row is None else str(row["status"])
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ from .migrate import migrate
 from .plans import PLANS
 from .results import ResultSettings, results_by_writer
 from .runs import RunRow, get_run, recent_runs
+from .settings import DEFAULT_STAGES, settings
 from .status import missing_results, open_jobs, queue_status
 
 EMBEDDED_DATA_DIR = Path(".pgdata")
@@ -33,10 +34,10 @@ EMBEDDED_DATA_DIR = Path(".pgdata")
 
 def resolve_database(args: argparse.Namespace) -> str:
     """--database-url, else DATABASE_URL, else (outside production) the embedded Postgres."""
-    url: str | None = args.database_url or os.environ.get("DATABASE_URL")
+    url: str | None = args.database_url or settings().database_url
     if url:
         return url
-    if os.environ.get("FAIRQUEUE_ENV") == "production":
+    if settings().production:
         raise DatabaseUnavailable("FAIRQUEUE_ENV=production needs DATABASE_URL or --database-url")
     print(f"no DATABASE_URL: using the embedded Postgres in {EMBEDDED_DATA_DIR}/", file=sys.stderr)
     return embedded_dsn(EMBEDDED_DATA_DIR)
@@ -92,8 +93,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         os.environ["FAIRQUEUE_STAGES"] = args.stages
     with connect(dsn) as conn:
         migrate(conn)
-    spec = os.environ.get("FAIRQUEUE_STAGES") or function.DEFAULT_STAGES
-    example = spec == function.DEFAULT_STAGES
+    example = settings().stages == DEFAULT_STAGES
     if example and not args.no_seed:
         # Autocommit: each tenant's jobs are written in a transaction clamped to that tenant.
         with connect(dsn, autocommit=True, as_app_role=True) as conn:
@@ -189,7 +189,7 @@ def show_results(conn: Connection, dsn: str) -> None:
     saved = play_clients(conn)
     print(f"\nthe watching client saved {saved} summary results; the others wait for the backstop")
     _sleep_unless_stopped(DEMO_RESULT_GRACE_S + 0.5)
-    swept = Backstop(dsn, STAGES, ResultSettings(grace_s=DEMO_RESULT_GRACE_S)).sweep()
+    swept = Backstop(dsn, STAGES, ResultSettings(grace_s=DEMO_RESULT_GRACE_S)).rescue()
     if swept is not None:
         print(f"the backstop sweep rescued {swept.written} after {DEMO_RESULT_GRACE_S:.0f} s")
     print("{:<8} {:>7} {:>7}".format("tenant", "client", "worker"))
@@ -224,7 +224,7 @@ def print_lanes(conn: Connection) -> None:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    role = args.role or os.environ.get("FAIRQUEUE_ROLE") or "all"
+    role = args.role or settings().role
     serve.roles_of(role)
     dsn = resolve_database(args)
     stages = function.load_stages(args.stages)
@@ -301,7 +301,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_tick)
 
     p = sub.add_parser("run", help="the local loop: invoke the cron handler until drained")
-    p.add_argument("--handler", default="functions/cron/app.py:handler")
+    p.add_argument("--handler", default="functions/cron.py:handler")
     p.add_argument("--stages", help="module:attribute of the stage list (FAIRQUEUE_STAGES)")
     p.add_argument("--interval", type=float, default=3.0, help="seconds between invocations")
     p.add_argument("--seed", type=int, default=7, help="seed of the example workload")

@@ -1,7 +1,6 @@
 """Connections: where the database URL comes from, and a clear error when there is none."""
 
 import logging
-import os
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -11,6 +10,7 @@ from psycopg.rows import dict_row
 
 from .errors import ConfigurationError, DatabaseUnavailable
 from .queries import query
+from .settings import settings
 
 Connection = psycopg.Connection[dict[str, Any]]
 
@@ -61,7 +61,7 @@ def after_commit(conn: Connection, callback: Callable[[], None]) -> bool:
 
 def resolve_dsn(dsn: str | None = None) -> str:
     """The given DSN, else ``DATABASE_URL``."""
-    found = dsn or os.environ.get("DATABASE_URL")
+    found = dsn or settings().database_url
     if not found:
         raise DatabaseUnavailable(
             "no database: pass a DSN or set DATABASE_URL (for example "
@@ -120,7 +120,7 @@ def work_as_app_role(conn: Connection) -> None:
         f"the database login {row['login']!r} bypasses row-level security and cannot become "
         f"{APP_ROLE}: log in as a member of {APP_ROLE} (docs/tenancy.md, Roles)"
     )
-    if os.environ.get("FAIRQUEUE_ENV") == "production":
+    if settings().production:
         raise ConfigurationError(problem)
     log.warning("%s; tenants are kept apart by the library's own statements alone", problem)
 

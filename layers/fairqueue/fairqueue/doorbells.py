@@ -36,7 +36,7 @@ import queue
 from collections.abc import Iterator, Mapping, Sequence
 from time import monotonic
 from types import TracebackType
-from typing import Any, Final, Protocol, Self
+from typing import Any, Final, Protocol, Self, get_args
 from uuid import UUID
 
 import psycopg
@@ -46,6 +46,7 @@ from pydantic_core import ErrorDetails
 
 from .db import connect
 from .errors import ConfigurationError, InvalidDoorbell
+from .settings import DoorbellChoice, Settings, settings
 
 log = logging.getLogger("fairqueue.doorbells")
 
@@ -55,7 +56,7 @@ CHANNEL: Final = "fairqueue_doorbell"
 SQS_BATCH_LIMIT: Final = 10
 """The most entries SQS accepts in one ``SendMessageBatch`` call."""
 
-ADAPTERS: Final = ("sqs", "postgres", "memory")
+ADAPTERS: Final = get_args(DoorbellChoice)
 """The values ``FAIRQUEUE_DOORBELLS`` accepts."""
 
 
@@ -383,7 +384,19 @@ class MemoryDoorbells:
 
 
 def adapter_from_env(
-    env: Mapping[str, str],
+    env: Mapping[str, str] | None = None,
+    *,
+    conn: psycopg.Connection[Any] | None = None,
+    sqs_client: Any = None,
+) -> DoorbellAdapter:
+    """The adapter ``FAIRQUEUE_DOORBELLS`` names in ``env`` (a mapping like ``os.environ``;
+    None: the process's environment); see :func:`adapter_from_settings`."""
+    config = settings() if env is None else Settings.from_mapping(env)
+    return adapter_from_settings(config, conn=conn, sqs_client=sqs_client)
+
+
+def adapter_from_settings(
+    config: Settings,
     *,
     conn: psycopg.Connection[Any] | None = None,
     sqs_client: Any = None,
@@ -397,20 +410,19 @@ def adapter_from_env(
       ``FAIRQUEUE_ENV=production``, which refuses it (set or defaulted): doorbells that
       never leave the process would leave doorbell stages waiting for the cron sweep.
 
-    Anything else raises :class:`~fairqueue.errors.ConfigurationError` naming the variable.
+    Anything else raises :class:`~fairqueue.errors.ConfigurationError` naming the variable
+    (the settings refuse a value that is not one of the three).
     """
-    production = env.get("FAIRQUEUE_ENV") == "production"
-    allowed = ", ".join(ADAPTERS)
-    choice = env.get("FAIRQUEUE_DOORBELLS")
-    if choice is None or choice == "":
-        if production:
+    choice = config.doorbells
+    if choice is None:
+        if config.production:
             raise ConfigurationError(
                 "FAIRQUEUE_DOORBELLS is not set and FAIRQUEUE_ENV=production refuses the "
                 "in-memory default: set FAIRQUEUE_DOORBELLS to sqs or postgres"
             )
         choice = "memory"
     if choice == "sqs":
-        queue_url = env.get("FAIRQUEUE_DOORBELL_QUEUE_URL", "")
+        queue_url = config.doorbell_queue_url or ""
         if not queue_url.startswith(("https://", "http://")):
             raise ConfigurationError(
                 "FAIRQUEUE_DOORBELLS=sqs needs FAIRQUEUE_DOORBELL_QUEUE_URL, the queue's URL "
@@ -424,11 +436,9 @@ def adapter_from_env(
                 "pass conn= to adapter_from_env"
             )
         return PostgresDoorbells(conn)
-    if choice == "memory":
-        if production:
-            raise ConfigurationError(
-                "FAIRQUEUE_DOORBELLS=memory is refused when FAIRQUEUE_ENV=production: in-memory "
-                "doorbells never leave this process; set FAIRQUEUE_DOORBELLS to sqs or postgres"
-            )
-        return MemoryDoorbells()
-    raise ConfigurationError(f"FAIRQUEUE_DOORBELLS={choice!r} is not one of: {allowed}")
+    if config.production:
+        raise ConfigurationError(
+            "FAIRQUEUE_DOORBELLS=memory is refused when FAIRQUEUE_ENV=production: in-memory "
+            "doorbells never leave this process; set FAIRQUEUE_DOORBELLS to sqs or postgres"
+        )
+    return MemoryDoorbells()

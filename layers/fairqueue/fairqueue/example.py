@@ -28,7 +28,6 @@ a seeded generator, so a run with the same seed does the same work.
 from __future__ import annotations
 
 import logging
-import os
 import random
 from datetime import timedelta
 from typing import Any
@@ -39,11 +38,12 @@ from .db import Connection
 from .errors import ConfigurationError, UpstreamRejected
 from .jobs import enqueue
 from .lanes import add_credits, admit
+from .plans import set_plan
 from .quotas import define_quota
 from .results import finished_without_result, save_result
+from .settings import settings
 from .stage import Job, Stage
 from .status import open_jobs
-from .tenants import set_plan
 from .upstream import InProcessUpstream, Upstream, upstream_from_env
 
 log = logging.getLogger("fairqueue.example")
@@ -158,7 +158,7 @@ def check_analysis(job_type: str, payload: dict[str, Any]) -> None:
 
 
 def analysis_service() -> Upstream:
-    if os.environ.get("FAIRQUEUE_UPSTREAM_URL"):
+    if settings().upstream_url:
         return upstream_from_env()
     return InProcessUpstream(validate=check_analysis)
 

@@ -11,7 +11,7 @@ from contextlib import ExitStack
 from typing import Any
 from uuid import UUID
 
-from . import claim, jobs, quotas, upstream
+from . import claim, jobs, quotas
 from .connections import RunConnections
 from .db import Connection
 from .errors import TenantMismatch, describe
@@ -124,7 +124,7 @@ class Executor:
             self.db.handler_connection() as conn,
             tenant_transaction(conn, claimed.tenant_id),
         ):
-            upstream.mark_released(conn, claimed.id, tenant_id=claimed.tenant_id)
+            claim.mark_released(conn, claimed.id, tenant_id=claimed.tenant_id)
 
     def job_for(
         self,

@@ -11,7 +11,6 @@ import functools
 import importlib
 import json
 import logging
-import os
 import warnings
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -28,9 +27,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from . import ringing
 from .db import Connection, connect
 from .errors import ConfigurationError
+from .settings import DEFAULT_STAGES as DEFAULT_STAGES
+from .settings import settings
 from .stage import Stage
-
-DEFAULT_STAGES = "fairqueue.example:STAGES"
 
 # The package's own loggers: every module's logger is a child of this one.
 LIBRARY_LOGGER = "fairqueue"
@@ -104,7 +103,7 @@ class ScheduledEvent(BaseModel):
 
 def load_stages(spec: str | None = None) -> list[Stage]:
     """The stage list named ``module:attribute`` (``FAIRQUEUE_STAGES``, else the example)."""
-    target = spec or os.environ.get("FAIRQUEUE_STAGES") or DEFAULT_STAGES
+    target = spec or settings().stages
     module_name, sep, attribute = target.partition(":")
     if not sep or not module_name or not attribute:
         raise ConfigurationError(
@@ -155,10 +154,10 @@ def dsn_from_secret(secret: str) -> str:
 
 def database_url() -> str:
     """``DATABASE_URL``, else the secret ``DATABASE_SECRET_ARN`` names (cached five minutes)."""
-    url = os.environ.get("DATABASE_URL")
-    if url:
-        return url
-    secret_arn = os.environ.get("DATABASE_SECRET_ARN")
+    config = settings()
+    if config.database_url:
+        return config.database_url
+    secret_arn = config.database_secret_arn
     if not secret_arn:
         raise ConfigurationError("set DATABASE_SECRET_ARN (or DATABASE_URL) for this function")
     secret = parameters.get_secret(secret_arn, max_age=300)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -14,28 +13,19 @@ from pydantic import ValidationError
 from . import ringing
 from .db import Connection, after_commit
 from .doorbells import Doorbell
-from .errors import ConfigurationError, InvalidPayload, PayloadTooLarge, UnknownJobType
+from .errors import InvalidPayload, PayloadTooLarge, UnknownJobType
 from .inputs import check_attempts, check_delay, check_label, integral_numbers, storable_json
 from .queries import query
+from .settings import Settings, settings
 from .stage import Stage, known_stage, known_types
 from .tenancy import tenant_scope
 
-DEFAULT_MAX_PAYLOAD_BYTES = 1024 * 1024
+DEFAULT_MAX_PAYLOAD_BYTES = Settings.model_fields["max_payload_bytes"].default
 
 
 def max_payload_bytes() -> int:
-    raw = os.environ.get("FAIRQUEUE_MAX_PAYLOAD_BYTES")
-    if raw is None:
-        return DEFAULT_MAX_PAYLOAD_BYTES
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ConfigurationError(
-            f"FAIRQUEUE_MAX_PAYLOAD_BYTES must be a whole number of bytes, got {raw!r}"
-        ) from None
-    if value < 1:
-        raise ConfigurationError(f"FAIRQUEUE_MAX_PAYLOAD_BYTES must be positive, got {value}")
-    return value
+    """``FAIRQUEUE_MAX_PAYLOAD_BYTES``, by default 1 MiB."""
+    return settings().max_payload_bytes
 
 
 def validate_payload(stage: Stage, payload: Any) -> dict[str, Any]:

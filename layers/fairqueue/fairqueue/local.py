@@ -54,9 +54,7 @@ def load_module(path: Path) -> ModuleType:
     """A function's handler file, loaded as a module the way the Lambda runtime imports it."""
     if not path.is_file():
         raise ConfigurationError(f"no handler file at {path}")
-    module_spec = importlib.util.spec_from_file_location(
-        f"fairqueue_local_{path.parent.name}", path
-    )
+    module_spec = importlib.util.spec_from_file_location(f"fairqueue_local_{path.stem}", path)
     if module_spec is None or module_spec.loader is None:
         raise ConfigurationError(f"cannot load {path} as a module")
     module = importlib.util.module_from_spec(module_spec)
@@ -65,10 +63,12 @@ def load_module(path: Path) -> ModuleType:
 
 
 def load_handler(spec: str) -> Handler:
-    """A handler named ``path/to/app.py:attribute``."""
+    """A handler named ``path/to/module.py:attribute`` (``functions/cron.py:handler``)."""
     path_text, sep, attribute = spec.rpartition(":")
     if not sep or not path_text or not attribute:
-        raise ConfigurationError(f"--handler must look like path/to/app.py:handler, got {spec!r}")
+        raise ConfigurationError(
+            f"--handler must look like functions/cron.py:handler, got {spec!r}"
+        )
     path = Path(path_text)
     handler = getattr(load_module(path), attribute, None)
     if not callable(handler):

@@ -13,7 +13,7 @@ from uuid import UUID
 
 from pydantic import ValidationError
 
-from . import claim, jobs, lanes, ringing, upstream
+from . import claim, jobs, lanes, ringing
 from .connections import RunConnections
 from .db import Connection
 from .doorbells import Doorbell
@@ -90,9 +90,9 @@ class Outcomes:
         grouped = claim.by_tenant((job.tenant_id, job.id) for job in not_started)
         for tenant_id, job_ids in grouped.items():
             with self.db.use() as conn, tenant_transaction(conn, tenant_id):
-                released = claim.release(conn, job_ids, self.locked_by, tenant_id=tenant_id)
-            tally.released += released
-            self.count_lost(tally, len(job_ids) - released)
+                given_back = claim.give_back(conn, job_ids, self.locked_by, tenant_id=tenant_id)
+            tally.given_back += given_back
+            self.count_lost(tally, len(job_ids) - given_back)
 
     def insert_follow_ups(
         self, conn: Connection, follow_ups: list[jobs.PreparedJob]
@@ -135,7 +135,7 @@ class Outcomes:
                 )
                 outcome = "deferred"
             elif isinstance(error, ReleaseFailed):
-                status = upstream.release_failed(conn, stage, job, self.locked_by, str(error))
+                status = claim.release_failed(conn, stage, job, self.locked_by, str(error))
                 held = status is not None
                 outcome = "failed" if status == "failed" else "release_retried"
             elif isinstance(error, ValidationError):

@@ -1,8 +1,12 @@
-"""Plans: one object says how each plan ranks, for the claim and for people alike."""
+"""Plans: one object says how each plan ranks, for the claim and for people alike, and the
+tenant's plan that ``set_plan`` records."""
 
 from dataclasses import dataclass
 
+from .db import Connection
 from .errors import ConfigurationError, UnknownPlan
+from .queries import query
+from .tenancy import tenant_scope
 
 
 @dataclass(frozen=True)
@@ -65,3 +69,10 @@ PLANS = Plans(
         Plan("team", priority=3, daily_units=None, description="first in line"),
     )
 )
+
+
+def set_plan(conn: Connection, tenant_id: str, plan: str, *, plans: Plans = PLANS) -> None:
+    """Create the tenant or change its plan; the plan must be one PLANS defines."""
+    plans.get(plan)
+    with tenant_scope(conn, tenant_id):
+        conn.execute(query("set_plan"), {"id": tenant_id, "plan": plan})

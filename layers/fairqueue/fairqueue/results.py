@@ -12,48 +12,22 @@ in the transaction that marks it fired, from whichever path recorded it.
 from __future__ import annotations
 
 import logging
-import os
-from dataclasses import dataclass
-from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 from uuid import UUID
 
 from psycopg.types.json import Jsonb
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field
 
 from .db import Connection, after_commit
-from .errors import ConfigurationError, InvalidPayload, JobNotFinished, UnknownJob
+from .errors import InvalidPayload, JobNotFinished, UnknownJob
 from .inputs import storable_json
 from .queries import query
-from .stage import Stage, known_stage
+from .settings import settings
+from .stage import Result as Result  # its home is fairqueue.stage; still importable from here
+from .stage import Stage, Writer, known_stage
 from .tenancy import tenant_scope, tenant_transaction
 
 log = logging.getLogger("fairqueue.results")
-
-Writer = Literal["client", "worker"]
-
-
-@dataclass(frozen=True)
-class Result:
-    job_id: UUID  # the original job: its re-checks write to the same row
-    tenant_id: str | None
-    type: str
-    body: dict[str, Any]
-    saved_by: Writer | None  # None: a row written before saved_by existed, counted as a client's
-    saved_at: datetime
-    source_job_id: UUID  # the job whose output the body was rendered from
-
-    @classmethod
-    def from_row(cls, row: dict[str, Any]) -> Result:
-        return cls(
-            job_id=row["job_id"],
-            tenant_id=row["tenant_id"],
-            type=row["type"],
-            body=row["body"],
-            saved_by=row["saved_by"],
-            saved_at=row["saved_at"],
-            source_job_id=row["source_job_id"],
-        )
 
 
 class ResultSettings(BaseModel):
@@ -69,20 +43,13 @@ class ResultSettings(BaseModel):
 
     @classmethod
     def from_env(cls) -> ResultSettings:
-        names = {
-            "grace_s": "FAIRQUEUE_RESULT_GRACE_S",
-            "output_retention_s": "FAIRQUEUE_OUTPUT_RETENTION_S",
-            "job_retention_s": "FAIRQUEUE_JOB_RETENTION_S",
-            "batch": "FAIRQUEUE_RESULT_BATCH",
-        }
-        given = {field: os.environ[env] for field, env in names.items() if env in os.environ}
-        try:
-            return cls.model_validate(given)
-        except ValidationError as exc:
-            problems = "; ".join(
-                f"{names[str(e['loc'][0])]}: {e['msg']}" for e in exc.errors() if e["loc"]
-            )
-            raise ConfigurationError(f"result settings: {problems}") from None
+        config = settings()
+        return cls(
+            grace_s=config.result_grace_s,
+            output_retention_s=config.output_retention_s,
+            job_retention_s=config.job_retention_s,
+            batch=config.result_batch,
+        )
 
 
 def check_body(body: Any, what: str) -> dict[str, Any]:

@@ -9,12 +9,12 @@ sweeper, which rings every due doorbell job whose last ring is stale.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from collections.abc import Sequence
 
 from .db import Connection
-from .doorbells import Doorbell, DoorbellAdapter, adapter_from_env
+from .doorbells import Doorbell, DoorbellAdapter, adapter_from_settings
+from .settings import settings
 
 log = logging.getLogger("fairqueue.ringing")
 
@@ -36,8 +36,9 @@ def use_doorbells(adapter: DoorbellAdapter | None) -> None:
 
 def check_configuration() -> None:
     """Refuse to start on a doorbell setting that cannot work here (memory in production)."""
-    if os.environ.get("FAIRQUEUE_DOORBELLS") != "postgres":
-        adapter_from_env(os.environ).close()
+    config = settings()
+    if config.doorbells != "postgres":
+        adapter_from_settings(config).close()
 
 
 def adapter_for(conn: Connection | None) -> DoorbellAdapter:
@@ -45,10 +46,11 @@ def adapter_for(conn: Connection | None) -> DoorbellAdapter:
     with _lock:
         if _installed is not None:
             return _installed
-        if os.environ.get("FAIRQUEUE_DOORBELLS") == "postgres":
-            return adapter_from_env(os.environ, conn=conn)
+        config = settings()
+        if config.doorbells == "postgres":
+            return adapter_from_settings(config, conn=conn)
         if _from_env is None:
-            _from_env = adapter_from_env(os.environ)
+            _from_env = adapter_from_settings(config)
         return _from_env
 
 

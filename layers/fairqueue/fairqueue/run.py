@@ -7,7 +7,6 @@ The loop (fairqueue.pipeline), the doorbell worker and the sweeper each work ins
 from __future__ import annotations
 
 import logging
-import os
 import socket
 import threading
 import time
@@ -27,6 +26,7 @@ from .executor import Executor, FollowUps, NotStarted
 from .outcomes import Outcomes
 from .plans import PLANS, Plans
 from .runs import RunTally, StopReason, close_run, open_run
+from .settings import settings
 from .stage import Stage
 
 log = logging.getLogger("fairqueue.run")
@@ -213,4 +213,4 @@ def _close(
 
 
 def _host() -> str:
-    return os.environ.get("AWS_LAMBDA_LOG_STREAM_NAME") or socket.gethostname()
+    return settings().lambda_log_stream or socket.gethostname()

@@ -32,7 +32,7 @@ class StageTally:
     retried: int = 0
     deferred: int = 0
     lost: int = 0
-    released: int = 0
+    given_back: int = 0  # claimed, never started, handed back with the attempt undone
     release_retries: int = 0
     units: int = 0
     seconds: float = 0.0

@@ -26,6 +26,7 @@ from .backstop import Backstop
 from .doorbells import Doorbell, MemoryDoorbells, PostgresListener
 from .errors import ConfigurationError, InvalidDoorbell
 from .pipeline import run_pipeline
+from .settings import settings
 from .stage import Stage
 from .sweeper import sweep
 from .worker import ring_all
@@ -144,13 +145,16 @@ def _answer(server: api.ApiServer, stop: threading.Event) -> None:
 
 def _doorbell_batches(dsn: str, stop: threading.Event) -> Iterator[list[Doorbell]]:
     """Doorbells as they arrive, in small batches, until a stop is requested."""
-    kind = os.environ.get("FAIRQUEUE_DOORBELLS", "memory")
+    config = settings()
+    kind = config.doorbells or "memory"
     if kind == "postgres":
         with PostgresListener(dsn) as listener:
             while not stop.is_set():
                 yield list(listener.doorbells(POLL_S, stop_after=10))
     elif kind == "sqs":
-        yield from _sqs_batches(os.environ["FAIRQUEUE_DOORBELL_QUEUE_URL"], stop)
+        if not config.doorbell_queue_url:
+            raise ConfigurationError("FAIRQUEUE_DOORBELLS=sqs needs FAIRQUEUE_DOORBELL_QUEUE_URL")
+        yield from _sqs_batches(config.doorbell_queue_url, stop)
     else:
         adapter = ringing.adapter_for(None)
         if not isinstance(adapter, MemoryDoorbells):

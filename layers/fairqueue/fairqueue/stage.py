@@ -1,4 +1,5 @@
-"""Stages (job types with a handler) and the Job a handler receives."""
+"""Stages (job types with a handler), the Job a handler receives and the Result an
+``after_result`` hook receives."""
 
 from __future__ import annotations
 
@@ -6,18 +7,17 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Annotated, Any, Literal
 from uuid import UUID
 
-from pydantic import BaseModel
+from annotated_types import Ge, Gt, Interval
+from pydantic import BaseModel, SkipValidation, StringConstraints
 
 from .db import Connection
 from .errors import ConfigurationError
 from .inputs import MAX_ATTEMPTS, MAX_BATCH, MAX_LEASE_S
+from .options import check_options
 from .upstream import Upstream
-
-if TYPE_CHECKING:
-    from .results import Result
 
 
 class Defer(Exception):
@@ -74,11 +74,37 @@ class Job:
         self._follow_up(job_type, payload, **options)
 
 
+Writer = Literal["client", "worker"]
+
+
+@dataclass(frozen=True)
+class Result:
+    job_id: UUID  # the original job: its re-checks write to the same row
+    tenant_id: str | None
+    type: str
+    body: dict[str, Any]
+    saved_by: Writer | None  # None: a row written before saved_by existed, counted as a client's
+    saved_at: datetime
+    source_job_id: UUID  # the job whose output the body was rendered from
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> Result:
+        return cls(
+            job_id=row["job_id"],
+            tenant_id=row["tenant_id"],
+            type=row["type"],
+            body=row["body"],
+            saved_by=row["saved_by"],
+            saved_at=row["saved_at"],
+            source_job_id=row["source_job_id"],
+        )
+
+
 # A handler's return value is its job's output (a JSON object, or None for none), stored on the
 # job when it is marked done; a stage's render_result turns it into the job's result.
 Handler = Callable[[Job], dict[str, Any] | None]
 RenderResult = Callable[[dict[str, Any]], dict[str, Any]]
-ResultHook = Callable[["Result", Connection], None]
+ResultHook = Callable[[Result, Connection], None]
 # cron: drained by the scheduled pipeline, fairly, in batches. doorbell: each job rings a
 # doorbell when committed and a worker starts it within seconds; the cron pipeline still drains
 # what the doorbells miss.
@@ -90,73 +116,42 @@ GiveUpHook = Callable[[Job, str], None]
 class Stage:
     """A job type, its handler and how the pipeline runs it.
 
-    Creating a Stage makes its type known to ``enqueue`` in this process.
+    Each field's annotation states what it accepts; a Stage that breaks one is refused with a
+    ConfigurationError naming the stage and every bad option. Creating a Stage makes its type
+    known to ``enqueue`` in this process.
     """
 
-    name: str
+    name: Annotated[str, StringConstraints(pattern=r"\S")]
     handler: Handler
-    batch: int = 10
-    concurrency: int = 1
-    max_attempts: int = 3
+    batch: Annotated[int, Interval(ge=1, le=MAX_BATCH)] = 10
+    concurrency: Annotated[int, Ge(1)] = 1
+    max_attempts: Annotated[int, Interval(ge=1, le=MAX_ATTEMPTS)] = 3
     payload_model: type[BaseModel] | None = None
-    lease_s: float = 330.0
-    backoff_unit_s: float = 60.0
-    job_timeout_s: float | None = None
+    lease_s: Annotated[float, Interval(gt=0, le=MAX_LEASE_S)] = 330.0
+    backoff_unit_s: Annotated[float, Gt(0)] = 60.0
+    job_timeout_s: Annotated[float, Gt(0)] | None = None
     quota: str | None = None
     on_give_up: GiveUpHook | None = None
     delivery: Delivery = "cron"
     # Admitted stages (fairqueue.lanes.admit): what one job costs in credits, and the upstream
-    # service whose held work the job starts once it holds its lane.
-    credit_cost: int = 0
-    upstream: Upstream | None = None
+    # service whose held work the job starts once it holds its lane (a protocol: unchecked).
+    credit_cost: Annotated[int, Ge(0)] = 0
+    upstream: Annotated[Upstream | None, SkipValidation] = None
     # Whether the HTTP API may admit this type for a client; internal stages stay internal.
     clients_may_admit: bool = False
     # Releasing held work retries with capped, jittered exponential backoff for this long
     # after the first failed try; past it the job fails and its credits are refunded.
-    release_window_s: float = 1800.0
-    release_backoff_s: float = 5.0
-    release_backoff_cap_s: float = 300.0
+    release_window_s: Annotated[float, Gt(0)] = 1800.0
+    release_backoff_s: Annotated[float, Gt(0)] = 5.0
+    release_backoff_cap_s: Annotated[float, Gt(0)] = 300.0
     # Results (fairqueue.results): how the job's output becomes its result when the backstop
     # sweep has to write it, and a hook that follows every recorded result, once.
     render_result: RenderResult | None = None
     after_result: ResultHook | None = None
 
     def __post_init__(self) -> None:
-        problems = []
-        if not self.name or not self.name.strip():
-            problems.append("name must be a non-empty string")
-        if not 1 <= self.batch <= MAX_BATCH:
-            problems.append(f"batch must be from 1 to {MAX_BATCH}, got {self.batch}")
-        if self.concurrency < 1:
-            problems.append(f"concurrency must be at least 1, got {self.concurrency}")
-        if not 1 <= self.max_attempts <= MAX_ATTEMPTS:
-            problems.append(
-                f"max_attempts must be from 1 to {MAX_ATTEMPTS}, got {self.max_attempts}"
-            )
-        if self.backoff_unit_s <= 0:
-            problems.append(f"backoff_unit_s must be positive, got {self.backoff_unit_s}")
-        if not 0 < self.lease_s <= MAX_LEASE_S:
-            problems.append(
-                f"lease_s must be over 0 and at most {MAX_LEASE_S:g}, got {self.lease_s}"
-            )
-        if self.job_timeout_s is not None and self.job_timeout_s <= 0:
-            problems.append(f"job_timeout_s must be positive, got {self.job_timeout_s}")
-        if self.delivery not in ("cron", "doorbell"):
-            problems.append(f"delivery must be 'cron' or 'doorbell', got {self.delivery!r}")
-        if isinstance(self.credit_cost, bool) or not isinstance(self.credit_cost, int):
-            problems.append(f"credit_cost must be a whole number, got {self.credit_cost!r}")
-        elif self.credit_cost < 0:
-            problems.append(f"credit_cost must be >= 0, got {self.credit_cost}")
-        for label in ("release_window_s", "release_backoff_s", "release_backoff_cap_s"):
-            if getattr(self, label) <= 0:
-                problems.append(f"{label} must be positive, got {getattr(self, label)}")
-        if not callable(self.handler):
-            problems.append("handler must be callable")
-        for label in ("render_result", "after_result"):
-            if getattr(self, label) is not None and not callable(getattr(self, label)):
-                problems.append(f"{label} must be callable or None")
-        if problems:
-            raise ConfigurationError(f"Stage {self.name!r}: " + "; ".join(problems))
+        # Every option is checked against its annotation above (fairqueue.options).
+        check_options(self, f"Stage {self.name!r}")
         register(self)
 
     def batch_seconds(self, jobs: int | None = None) -> float | None:

@@ -19,24 +19,17 @@ HTTP protocol, relative to the base URL:
 from __future__ import annotations
 
 import json
-import os
 import random
 import threading
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 from urllib.parse import quote
-from uuid import UUID
 
-from .db import Connection
 from .errors import ConfigurationError, UpstreamRejected, UpstreamUnavailable
-from .queries import query
-
-if TYPE_CHECKING:
-    from .claim import ClaimedJob
-    from .stage import Stage
+from .settings import Settings, settings
 
 
 class Upstream(Protocol):
@@ -64,34 +57,6 @@ def release_delay(tries: int, *, base_s: float, cap_s: float) -> float:
     random point in the upper half of that, so lanes failing together do not retry together."""
     ceiling: float = min(cap_s, base_s * 2.0 ** min(max(tries - 1, 0), 32))
     return ceiling * random.uniform(0.5, 1.0)  # noqa: S311 - spreading retries, not secrets
-
-
-def mark_released(conn: Connection, job_id: UUID, *, tenant_id: str | None) -> None:
-    """Record, in the job's tenant transaction, that its held work has started."""
-    conn.execute(query("mark_released"), {"id": job_id, "tenant_id": tenant_id})
-
-
-def release_failed(
-    conn: Connection, stage: Stage, job: ClaimedJob, locked_by: str, error: str
-) -> str | None:
-    """Give a job whose release failed back for a later try, or fail it past the stage's
-    window; its new status, or None when this claimer no longer holds it."""
-    row = conn.execute(
-        query("release_failed"),
-        {
-            "id": job.id,
-            "tenant_id": job.tenant_id,
-            "locked_by": locked_by,
-            "error": f"releasing held upstream work failed: {error}",
-            "window_s": stage.release_window_s,
-            "delay_s": release_delay(
-                job.release_tries + 1,
-                base_s=stage.release_backoff_s,
-                cap_s=stage.release_backoff_cap_s,
-            ),
-        },
-    ).fetchone()
-    return None if row is None else str(row["status"])
 
 
 class HttpUpstream:
@@ -194,7 +159,7 @@ class InProcessUpstream:
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def __post_init__(self) -> None:
-        if os.environ.get("FAIRQUEUE_ENV") == "production":
+        if settings().production:
             raise ConfigurationError(
                 "InProcessUpstream is refused when FAIRQUEUE_ENV=production: its held work "
                 "lives in one process's memory; use HttpUpstream"
@@ -235,15 +200,12 @@ class InProcessUpstream:
 def upstream_from_env(env: Mapping[str, str] | None = None) -> HttpUpstream:
     """The HTTP upstream that ``FAIRQUEUE_UPSTREAM_URL`` names (``FAIRQUEUE_UPSTREAM_TOKEN``
     and ``FAIRQUEUE_UPSTREAM_TIMEOUT_S`` optional)."""
-    source = os.environ if env is None else env
-    url = source.get("FAIRQUEUE_UPSTREAM_URL")
-    if not url:
+    config = settings() if env is None else Settings.from_mapping(env)
+    if not config.upstream_url:
         raise ConfigurationError("FAIRQUEUE_UPSTREAM_URL is not set")
-    raw_timeout = source.get("FAIRQUEUE_UPSTREAM_TIMEOUT_S", "5")
-    try:
-        timeout_s = float(raw_timeout)
-    except ValueError:
-        raise ConfigurationError(
-            f"FAIRQUEUE_UPSTREAM_TIMEOUT_S must be a number of seconds, got {raw_timeout!r}"
-        ) from None
-    return HttpUpstream(url, timeout_s=timeout_s, token=source.get("FAIRQUEUE_UPSTREAM_TOKEN"))
+    token = config.upstream_token
+    return HttpUpstream(
+        config.upstream_url,
+        timeout_s=config.upstream_timeout_s,
+        token=None if token is None else token.get_secret_value(),
+    )

@@ -76,7 +76,7 @@ update fairqueue.jobs
    and status = 'running' and locked_by = %(locked_by)s
 returning id, run_after;
 
--- name: release
+-- name: give_back
 -- Under the tenant's clamp. Claimed but never started: back as it was, attempt undone.
 update fairqueue.jobs
    set status = 'pending', attempts = greatest(attempts - 1, 0), lease_until = null

@@ -30,7 +30,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         logger.set_correlation_id(tick.correlation_id)
     # The run's margin is kept back, so the batch in flight and its hooks can finish.
     budget_s = budget_seconds(float("inf"), context)
-    result = BACKSTOP.sweep(budget_s=budget_s, conn=CONNECTION.get())
+    result = BACKSTOP.rescue(budget_s=budget_s, conn=CONNECTION.get())
     if result is None:
         logger.info("backstop skipped: a sweep of this container is still in flight")
         return {"skipped": "a sweep of this container is still in flight"}

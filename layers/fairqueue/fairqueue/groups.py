@@ -1,17 +1,9 @@
-"""Who owns work: a tenant's plan, and a group's active or paused state."""
+"""Groups: a tenant's group is active or paused; a paused group's jobs stay pending, unclaimed."""
 
 from .db import Connection
 from .inputs import check_label
-from .plans import PLANS, Plans
 from .queries import query
 from .tenancy import tenant_scope
-
-
-def set_plan(conn: Connection, tenant_id: str, plan: str, *, plans: Plans = PLANS) -> None:
-    """Create the tenant or change its plan; the plan must be one PLANS defines."""
-    plans.get(plan)
-    with tenant_scope(conn, tenant_id):
-        conn.execute(query("set_plan"), {"id": tenant_id, "plan": plan})
 
 
 def pause_group(conn: Connection, group_id: str, *, tenant_id: str | None = None) -> None:

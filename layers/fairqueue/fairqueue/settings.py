@@ -1,0 +1,309 @@
+"""Every environment variable the library reads, in one typed object.
+
+``settings()`` reads the environment at the point of use: a variable changed while the process
+runs (a test's ``monkeypatch.setenv``) is seen by the next read. The parsed object is kept
+only while the variables it came from are unchanged, so a read in a hot path costs a few
+dictionary lookups. A bad value is a :class:`~fairqueue.errors.ConfigurationError` that names
+the variable; a pydantic ``ValidationError`` never reaches a caller.
+
+Powertools' and Lambda's own variables (``POWERTOOLS_*``, ``AWS_*``) are theirs, not ours, and
+are not here, except the one the library itself reads (``AWS_LAMBDA_LOG_STREAM_NAME``). The
+admission API's variables are listed (so the table in README.md is the whole list) although
+``fairqueue.api`` still reads its own for now.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any, Final, Literal
+
+from pydantic import Field, SecretStr, ValidationError
+from pydantic_core import ErrorDetails
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from .errors import ConfigurationError
+
+DEFAULT_STAGES: Final = "fairqueue.example:STAGES"
+
+DoorbellChoice = Literal["sqs", "postgres", "memory"]
+Role = Literal["cron", "worker", "sweeper", "backstop", "all", "api"]
+
+
+# Set while Settings.from_mapping builds an object from a mapping alone.
+_given_only: ContextVar[bool] = ContextVar("fairqueue_settings_given_only", default=False)
+
+
+def _var(name: str, description: str) -> Any:
+    return {"validation_alias": name, "description": description}
+
+
+class Settings(BaseSettings):
+    """The library's configuration. Each field's alias is its environment variable."""
+
+    model_config = SettingsConfigDict(
+        case_sensitive=True,
+        env_ignore_empty=True,
+        extra="ignore",
+        frozen=True,
+        populate_by_name=False,
+    )
+
+    # The database.
+    database_url: str | None = Field(
+        default=None,
+        **_var("DATABASE_URL", "the Postgres to use"),
+    )
+    database_secret_arn: str | None = Field(
+        default=None,
+        **_var(
+            "DATABASE_SECRET_ARN",
+            "on Lambda: a Secrets Manager secret holding a connection string or an RDS-style "
+            "JSON secret (host, port, username, password, dbname; TLS required)",
+        ),
+    )
+    env: str = Field(
+        default="development",
+        **_var(
+            "FAIRQUEUE_ENV",
+            "`production` refuses the embedded database, in-memory doorbells and the "
+            "in-process upstream",
+        ),
+    )
+
+    # What runs.
+    stages: str = Field(
+        default=DEFAULT_STAGES,
+        pattern=r"^[^:]+:[^:]+$",
+        **_var("FAIRQUEUE_STAGES", "`module:attribute` of the functions' stage list"),
+    )
+    role: Role = Field(
+        default="all",
+        **_var("FAIRQUEUE_ROLE", "the role of `fairqueue serve` when `--role` is not given"),
+    )
+    max_payload_bytes: int = Field(
+        default=1024 * 1024,
+        ge=1,
+        **_var(
+            "FAIRQUEUE_MAX_PAYLOAD_BYTES",
+            "the largest payload, in UTF-8 bytes of compact JSON",
+        ),
+    )
+
+    # Doorbells.
+    doorbells: DoorbellChoice | None = Field(
+        default=None,
+        **_var(
+            "FAIRQUEUE_DOORBELLS",
+            "`sqs`, `postgres` or `memory`; unset means `memory`, which production refuses",
+        ),
+    )
+    doorbell_queue_url: str | None = Field(
+        default=None,
+        **_var("FAIRQUEUE_DOORBELL_QUEUE_URL", "the SQS queue doorbells go to"),
+    )
+
+    # Set by Lambda, read by the library.
+    lambda_log_stream: str | None = Field(
+        default=None,
+        **_var(
+            "AWS_LAMBDA_LOG_STREAM_NAME",
+            "set by Lambda: the host a run row names (else the machine's host name)",
+        ),
+    )
+
+    # Held upstream work.
+    upstream_url: str | None = Field(
+        default=None,
+        **_var(
+            "FAIRQUEUE_UPSTREAM_URL",
+            "the base URL of the upstream service (`upstream_from_env`); the example's "
+            "`analyze` stage uses it when set",
+        ),
+    )
+    upstream_token: SecretStr | None = Field(
+        default=None,
+        **_var("FAIRQUEUE_UPSTREAM_TOKEN", "a bearer token for the upstream service"),
+    )
+    upstream_timeout_s: float = Field(
+        default=5.0,
+        gt=0,
+        **_var("FAIRQUEUE_UPSTREAM_TIMEOUT_S", "seconds an upstream call may take"),
+    )
+
+    # Results and retention (the backstop).
+    result_grace_s: float = Field(
+        default=120.0,
+        gt=0,
+        **_var(
+            "FAIRQUEUE_RESULT_GRACE_S",
+            "seconds a missing result waits for its client before the backstop saves it",
+        ),
+    )
+    output_retention_s: float = Field(
+        default=86_400.0,
+        gt=0,
+        **_var("FAIRQUEUE_OUTPUT_RETENTION_S", "seconds a finished job's output is kept"),
+    )
+    job_retention_s: float = Field(
+        default=604_800.0,
+        gt=0,
+        **_var("FAIRQUEUE_JOB_RETENTION_S", "seconds a finished job is kept"),
+    )
+    result_batch: int = Field(
+        default=100,
+        ge=1,
+        le=10_000,
+        **_var("FAIRQUEUE_RESULT_BATCH", "results the backstop saves per transaction"),
+    )
+
+    # The admission API (fairqueue.api reads these itself for now).
+    api_secret: SecretStr | None = Field(
+        default=None,
+        **_var(
+            "FAIRQUEUE_API_SECRET",
+            "the local API's token signing secret (32 bytes or more); `fairqueue serve "
+            "--role all` runs the API only when it is set",
+        ),
+    )
+    api_host: str = Field(
+        default="127.0.0.1",
+        **_var("FAIRQUEUE_API_HOST", "the address the local API listens on"),
+    )
+    api_port: int = Field(
+        default=8080,
+        ge=0,
+        le=65_535,
+        **_var("FAIRQUEUE_API_PORT", "the port the local API listens on"),
+    )
+    api_pool_size: int = Field(
+        default=10,
+        ge=1,
+        **_var("FAIRQUEUE_API_POOL_SIZE", "connections the admission API keeps"),
+    )
+    tenant_claim: str = Field(
+        default="tenant_id",
+        min_length=1,
+        **_var("FAIRQUEUE_TENANT_CLAIM", "the token claim naming the tenant"),
+    )
+    lane_claim: str = Field(
+        default="sub",
+        min_length=1,
+        **_var("FAIRQUEUE_LANE_CLAIM", "the token claim naming the lane"),
+    )
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # The process's environment, or only what from_mapping was given; never a .env file.
+        return (init_settings,) if _given_only.get() else (init_settings, env_settings)
+
+    @property
+    def production(self) -> bool:
+        return self.env == "production"
+
+    @classmethod
+    def variables(cls) -> dict[str, str]:
+        """Each field's environment variable, by field name."""
+        return {name: str(info.validation_alias) for name, info in cls.model_fields.items()}
+
+    @classmethod
+    def from_mapping(cls, env: Mapping[str, str]) -> Settings:
+        """The settings that ``env`` (a mapping like ``os.environ``) gives, and nothing else:
+        the process's environment is not read. Empty values count as unset."""
+        given = {var: env[var] for var in cls.variables().values() if env.get(var)}
+        with _only_given(), _configuration_errors():
+            return cls.model_validate(given)
+
+    @classmethod
+    def from_environment(cls) -> Settings:
+        """The settings the process's environment gives now, read afresh."""
+        with _configuration_errors():
+            return cls()
+
+
+@contextmanager
+def _only_given() -> Iterator[None]:
+    token = _given_only.set(True)
+    try:
+        yield
+    finally:
+        _given_only.reset(token)
+
+
+@contextmanager
+def _configuration_errors() -> Iterator[None]:
+    try:
+        yield
+    except ValidationError as exc:
+        raise ConfigurationError(_describe(exc)) from None
+
+
+def _describe(exc: ValidationError) -> str:
+    return "; ".join(_problem(error) for error in exc.errors())
+
+
+# Variables whose values an error message must not repeat.
+_SECRET: Final = frozenset({"DATABASE_URL", "FAIRQUEUE_UPSTREAM_TOKEN", "FAIRQUEUE_API_SECRET"})
+
+
+class _Hidden:
+    def __repr__(self) -> str:
+        return "(a value not shown)"
+
+
+def _problem(error: ErrorDetails) -> str:
+    """One bad value as a phrase that names its variable."""
+    variable = str(error["loc"][0]) if error["loc"] else "the environment"
+    value = _Hidden() if variable in _SECRET else error.get("input")
+    kind = error["type"]
+    context = error.get("ctx") or {}
+    unit = " of seconds" if variable.endswith("_S") else ""
+    if kind == "literal_error":
+        allowed = str(context.get("expected", "")).replace("'", "").replace(" or ", ", ")
+        return f"{variable}={value!r} is not one of: {allowed}"
+    if kind == "string_pattern_mismatch" and variable == "FAIRQUEUE_STAGES":
+        return f"FAIRQUEUE_STAGES must look like module:attribute, got {value!r}"
+    if kind in ("float_parsing", "float_type", "finite_number"):
+        return f"{variable} must be a number{unit}, got {value!r}"
+    if kind in ("int_parsing", "int_type", "int_from_float"):
+        return f"{variable} must be a whole number{unit}, got {value!r}"
+    bounds = {
+        "greater_than": ("over", "gt"),
+        "greater_than_equal": ("at least", "ge"),
+        "less_than": ("under", "lt"),
+        "less_than_equal": ("at most", "le"),
+    }
+    if kind in bounds:
+        phrase, key = bounds[kind]
+        bound = context.get(key)
+        shown = f"{bound:g}" if isinstance(bound, float) else bound
+        return f"{variable} must be {phrase} {shown}, got {value!r}"
+    return f"{variable}: {error['msg']}, got {value!r}"
+
+
+_lock = threading.Lock()
+_cached: tuple[tuple[str | None, ...], Settings] | None = None
+
+
+def settings() -> Settings:
+    """The settings the process's environment gives now (see the module's docstring)."""
+    global _cached
+    names = Settings.variables().values()
+    key = tuple(os.environ.get(name) for name in names)
+    with _lock:
+        if _cached is not None and _cached[0] == key:
+            return _cached[1]
+    current = Settings.from_environment()
+    with _lock:
+        _cached = (key, current)
+    return current
