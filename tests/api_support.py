@@ -1,5 +1,6 @@
 """The admission API's tests share these: their stages (FAIRQUEUE_STAGES=api_support:STAGES)
-and a check that an answer is one the OpenAPI document describes.
+and a check that an answer is one the OpenAPI document describes (the document the resolver
+generates for these stages, as the API serves it).
 
 Stage names start with ``api_``: stage names are one registry per process.
 """
@@ -15,8 +16,7 @@ from pydantic import BaseModel
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
-from fairqueue import Stage, run_pipeline
-from fairqueue.api_document import packaged_document
+from fairqueue import Stage, api, run_pipeline
 from fairqueue.upstream import InProcessUpstream
 
 COST = 5
@@ -64,7 +64,7 @@ def finish_rendered(dsn: str) -> None:
     assert (result.stop_reason, result.jobs_failed) == ("no_work", 0), result
 
 
-DOC = packaged_document()
+DOC = api.openapi_document()
 DOC_URI = "urn:fairqueue:openapi"
 REGISTRY: Registry[Any] = Registry().with_resource(
     DOC_URI, Resource.from_contents(DOC, default_specification=DRAFT202012)
