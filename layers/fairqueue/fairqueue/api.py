@@ -236,18 +236,26 @@ def api_pool_size(env: Mapping[str, str] | None = None) -> int:
 class ApiConnections:
     """The local server's connections: one ``psycopg_pool`` pool of at most ``size``, each
     connection set up as ``db.connect(autocommit=True, as_app_role=True)`` sets up its own
-    (dict rows, the application role) and checked before a request gets it."""
+    (dict rows, the application role) and checked before a request gets it.
+
+    A request that finds no connection free waits for one, up to ``POOL_WAIT_S``; but once
+    the pool has failed to open a connection since it last opened one, the database is taken
+    to be unreachable and a request that would wait is 503 at once, as it was when each
+    request opened its own.
+    """
 
     def __init__(self, dsn: str | None, size: int) -> None:
         target = resolve_dsn(dsn)
         settings: dict[str, Any] = {"autocommit": True, "row_factory": dict_row}
         if "application_name" not in conninfo_to_dict(target):
             settings["application_name"] = "fairqueue-api"
+        # Failed connection attempts counted when the pool last opened one.
+        self._failures_at_connect = 0
         self.pool = ConnectionPool(
             target,
             connection_class=FairqueueConnection,
             kwargs=settings,
-            configure=work_as_app_role,
+            configure=self._configure,
             check=ConnectionPool.check_connection,
             min_size=0,
             max_size=size,
@@ -256,6 +264,10 @@ class ApiConnections:
             timeout=POOL_WAIT_S,
         )
         self.pool.open(wait=False)
+
+    def _configure(self, conn: FairqueueConnection) -> None:
+        work_as_app_role(conn)
+        self._failures_at_connect = self._failures()
 
     @contextmanager
     def connection(self) -> Iterator[Connection]:
@@ -267,13 +279,12 @@ class ApiConnections:
 
     def _take(self) -> FairqueueConnection:
         deadline = monotonic() + POOL_WAIT_S
-        failures = self._failures()
         while True:
             try:
                 return self.pool.getconn(timeout=POOL_POLL_S)
             except PoolTimeout as exc:
-                if self._failures() > failures:
-                    raise DatabaseUnavailable("cannot reach the database") from exc
+                if self._failures() > self._failures_at_connect:
+                    raise DatabaseUnavailable("the pool cannot connect to the database") from exc
                 if monotonic() >= deadline:
                     raise DatabaseUnavailable(
                         f"no database connection came free within {POOL_WAIT_S:g} s"
@@ -304,6 +315,9 @@ class ApiServer(ThreadingMixIn, WSGIServer):
 
     daemon_threads = False
     block_on_close = True
+    # Clients that arrive at once wait in the listen queue (socketserver's default is 5:
+    # 40 clients connecting together were sometimes reset).
+    request_queue_size = 128
 
     def __init__(
         self,
