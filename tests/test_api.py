@@ -993,6 +993,94 @@ def test_the_core_answers_a_lost_connection_with_503(dsn: str) -> None:
     assert (reply.status, reply.body["error"]["code"]) == (503, "database_unavailable")
 
 
+# The local server's connections.
+
+POOL_SIZE = 4
+SLOW_REQUESTS = 24
+
+
+def api_connections(conn: Connection) -> int:
+    """The local server's connections to this test's database, as the server counts them."""
+    row = conn.execute(
+        "select count(*) as n from pg_stat_activity"
+        " where datname = current_database() and application_name = 'fairqueue-api'"
+    ).fetchone()
+    return int(row["n"])
+
+
+def test_concurrent_slow_requests_share_a_bounded_pool_and_are_all_answered(
+    dsn: str, conn: Connection
+) -> None:
+    """Before the pool, each of 40 concurrent slow requests opened a connection of its own.
+    Now at most the pool's size are open, whatever the number of requests: while every pooled
+    connection is held by a request stuck in its upstream call, the others wait for one."""
+    api_support.GATE.shut()
+    answers: dict[int, Answer] = {}
+    peak = [0]
+    done = threading.Event()
+
+    def admit_one(n: int) -> None:
+        token = api.mint_token(SECRET, tenant_id=f"tenant-{n}", lane=f"user-{n}")
+        answers[n] = call(
+            server, "POST", "/jobs", {"type": "api_gated", "payload": {}}, token=token
+        )
+
+    def watch() -> None:
+        with connect(dsn, autocommit=True) as watcher:
+            while not done.is_set():
+                peak[0] = max(peak[0], api_connections(watcher))
+
+    server = api.ApiServer(("127.0.0.1", 0), dsn, secret=SECRET, pool_size=POOL_SIZE)
+    with running(server):
+        watcher = threading.Thread(target=watch)
+        watcher.start()
+        clients = [threading.Thread(target=admit_one, args=(n,)) for n in range(SLOW_REQUESTS)]
+        for client in clients:
+            client.start()
+        deadline = time.monotonic() + 30
+        while api_support.GATE.inside < POOL_SIZE:
+            assert time.monotonic() < deadline, "the requests never filled the pool"
+            time.sleep(0.05)
+        # Every connection is held; the other requests are waiting for one, not opening more.
+        for _ in range(20):
+            assert api_connections(conn) == POOL_SIZE
+            assert api_support.GATE.inside == POOL_SIZE
+            time.sleep(0.02)
+        api_support.GATE.opened.set()
+        for client in clients:
+            client.join(timeout=60)
+        done.set()
+        watcher.join(timeout=10)
+    assert peak[0] <= POOL_SIZE
+    assert api_support.GATE.most == POOL_SIZE
+    assert sorted(answers) == list(range(SLOW_REQUESTS))
+    for n, answer in answers.items():
+        # Each thread resolved its own request: its own token's lane, its own job.
+        assert (answer.status, answer.body["lane"]) == (202, f"user-{n}")
+    assert len({answer.body["id"] for answer in answers.values()}) == SLOW_REQUESTS
+    assert len(jobs(conn)) == SLOW_REQUESTS
+
+
+def test_the_pools_connections_work_as_the_application_role(dsn: str, conn: Connection) -> None:
+    assert conn.execute("select current_user as role").fetchone() == {"role": "postgres"}
+    connections = api.ApiConnections(dsn, 2)
+    try:
+        with connections.connection() as pooled:
+            row = pooled.execute("select current_user as role, 1 as one").fetchone()
+            assert row == {"role": "fairqueue_app", "one": 1}
+            assert pooled.autocommit
+    finally:
+        connections.close()
+
+
+def test_the_pool_size_comes_from_the_environment() -> None:
+    assert api.api_pool_size({}) == 10
+    assert api.api_pool_size({"FAIRQUEUE_API_POOL_SIZE": "3"}) == 3
+    for bad in ("0", "-1", "many", "1001"):
+        with pytest.raises(ConfigurationError, match="FAIRQUEUE_API_POOL_SIZE must be"):
+            api.api_pool_size({"FAIRQUEUE_API_POOL_SIZE": bad})
+
+
 # `fairqueue serve --role api`.
 
 
