@@ -163,6 +163,14 @@ def test_the_openapi_document_is_valid_and_served_without_a_token(server: api.Ap
     assert by_type["api_analyze"]["properties"]["doc"]["pattern"] == "^[^\\u0000]*$"
     assert by_type["api_paid"]["allOf"] == [{"$ref": "#/components/schemas/StorableObject"}]
     assert call(server, "POST", "/openapi.json", {}, token=None).status == 405
+    assert call(server, "GET", "/openapi.json?v=1", token=None).status == 200
+
+
+def test_a_json_body_is_read_whatever_its_content_type(server: api.ApiServer) -> None:
+    body = {"type": "api_analyze", "payload": {"doc": "a"}}
+    for content_type in ("application/x-www-form-urlencoded", "text/plain", "multipart/form-data"):
+        answer = call(server, "POST", "/jobs", body, headers={"Content-Type": content_type})
+        assert answer.status == 202, (content_type, answer.body)
 
 
 def test_the_error_tables_and_the_routes_agree_with_the_generated_document() -> None:
@@ -614,6 +622,13 @@ def test_a_declared_body_over_the_limit_is_refused_before_it_is_read(
         ("GET", f"/jobs/{uuid4()}/result?verbose=1", 400, "invalid_query"),
         ("POST", f"/jobs/{uuid4()}/result", 405, "method_not_allowed"),
         ("GET", f"/jobs/{uuid4()}/result/body", 404, "not_found"),
+        # What no route's id pattern takes is still the route's: not a job id.
+        ("GET", "/jobs/%00", 400, "invalid_id"),
+        ("PUT", "/jobs/%00/result", 400, "invalid_id"),
+        ("GET", "/jobs/%ff", 400, "invalid_id"),
+        ("GET", "/jobs?%00=1", 400, "invalid_query"),
+        ("GET", "/jobs?lane=%00", 404, "lane_not_found"),
+        ("OPTIONS", "/jobs", 405, "method_not_allowed"),
     ],
 )
 def test_a_bad_request_line_is_refused(
