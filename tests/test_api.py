@@ -639,8 +639,11 @@ def test_a_bad_request_line_is_refused(
 
 
 @pytest.mark.parametrize("method", ["TRACE", "CONNECT", "BREW"])
-def test_a_method_no_route_knows_gets_the_json_405(server: api.ApiServer, method: str) -> None:
-    answer = call(server, method, "/jobs")
+@pytest.mark.parametrize("query", ["", "?lane=0", "?page=2"])
+def test_a_method_no_route_knows_gets_the_json_405(
+    server: api.ApiServer, method: str, query: str
+) -> None:
+    answer = call(server, method, f"/jobs{query}")
     assert (answer.status, error_code(answer)) == (405, "method_not_allowed"), answer.body
     assert answer.headers["allow"] == "GET, POST"
 

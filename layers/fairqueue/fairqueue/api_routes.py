@@ -195,11 +195,13 @@ def build_resolver(connections: Connections, names: ClaimNames | None = None) ->
     def refuse_unknown_query(app: ApiResolver, next_middleware: NextMiddleware) -> Response[Any]:
         # API Gateway joins a repeated parameter's values with commas: the raw query string
         # says what the caller sent.
-        if app.request.route not in ROUTES or app.request.route in PUBLIC_ROUTES:
-            # No route (404 or 405, whatever the query), or the document, which takes any.
+        route, method = app.request.route, app.request.method
+        if method not in ROUTES.get(route, ()) or route in PUBLIC_ROUTES:
+            # No route for the method (404 or 405 whatever the query; the not-found route's
+            # path is the request's own), or the document, which takes any query.
             return next_middleware(app)
         sent = parse_qs(app.current_event.raw_query_string, keep_blank_values=True)
-        allowed = QUERY_PARAMETERS.get((app.request.method, app.request.route), ())
+        allowed = QUERY_PARAMETERS.get((method, route), ())
         unknown = sorted(set(sent) - set(allowed))
         if unknown:
             raise ApiError(
