@@ -119,6 +119,9 @@ class ApiResolver(APIGatewayHttpResolver):
         self._request = _RequestState()
         self._stack_lock = threading.Lock()
         super().__init__(
+            # Never Powertools' debug mode (POWERTOOLS_DEV): it prints events, claims and
+            # bodies included, and answers a fault with its traceback.
+            debug=False,
             enable_validation=True,
             # An answer that does not fit its own model is the server's fault: 500, not 422.
             response_validation_error_http_code=500,
