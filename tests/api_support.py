@@ -1,5 +1,6 @@
 """The admission API's tests share these: their stages (FAIRQUEUE_STAGES=api_support:STAGES)
-and a check that an answer is one the OpenAPI document describes.
+and a check that an answer is one the OpenAPI document describes (the document the resolver
+generates for these stages, as the API serves it).
 
 Stage names start with ``api_``: stage names are one registry per process.
 """
@@ -7,6 +8,7 @@ Stage names start with ``api_``: stage names are one registry per process.
 from __future__ import annotations
 
 import re
+import threading
 import time
 from typing import Any
 
@@ -15,8 +17,7 @@ from pydantic import BaseModel
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
-from fairqueue import Stage, run_pipeline
-from fairqueue.api_document import packaged_document
+from fairqueue import Stage, api, run_pipeline
 from fairqueue.upstream import InProcessUpstream
 
 COST = 5
@@ -36,10 +37,41 @@ UPSTREAM = InProcessUpstream(validate=refuse_forbidden)
 SLOW_UPSTREAM = InProcessUpstream(validate=lambda job_type, payload: time.sleep(1.0))
 
 
+class Gate:
+    """Holds the api_gated stage's admissions inside their upstream call while shut, and
+    counts how many are in there at once: each of them holds a database connection."""
+
+    def __init__(self) -> None:
+        self.opened = threading.Event()
+        self.opened.set()
+        self.inside = 0
+        self.most = 0
+        self._lock = threading.Lock()
+
+    def __call__(self, job_type: str, payload: dict[str, Any]) -> None:
+        with self._lock:
+            self.inside += 1
+            self.most = max(self.most, self.inside)
+        try:
+            self.opened.wait(timeout=60)
+        finally:
+            with self._lock:
+                self.inside -= 1
+
+    def shut(self) -> None:
+        self.opened.clear()
+        self.most = 0
+
+
+GATE = Gate()
+GATED_UPSTREAM = InProcessUpstream(validate=GATE)
+
+
 def reset() -> None:
     UPSTREAM.available = True
     UPSTREAM.work.clear()
     UPSTREAM.released_order.clear()
+    GATE.opened.set()
 
 
 # Its jobs finish with an output (the payload echoed), for the result routes' tests.
@@ -51,6 +83,7 @@ STAGES = [
     Stage("api_paid", handler=lambda job: None, credit_cost=COST, clients_may_admit=True),
     Stage("api_upstream", handler=lambda job: None, upstream=UPSTREAM, clients_may_admit=True),
     Stage("api_slow", handler=lambda job: None, upstream=SLOW_UPSTREAM, clients_may_admit=True),
+    Stage("api_gated", handler=lambda job: None, upstream=GATED_UPSTREAM, clients_may_admit=True),
     RENDERED,
     # Internal: the pipeline runs it, clients may not admit it. Paid, so an admission that
     # slipped through would show as a debit.
@@ -64,7 +97,7 @@ def finish_rendered(dsn: str) -> None:
     assert (result.stop_reason, result.jobs_failed) == ("no_work", 0), result
 
 
-DOC = packaged_document()
+DOC = api.openapi_document()
 DOC_URI = "urn:fairqueue:openapi"
 REGISTRY: Registry[Any] = Registry().with_resource(
     DOC_URI, Resource.from_contents(DOC, default_specification=DRAFT202012)

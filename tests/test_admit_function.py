@@ -25,7 +25,7 @@ import api_support
 from api_support import DOC, assert_documented
 from conftest import ROOT
 from fairqueue import connect
-from fairqueue.api_document import openapi_document
+from fairqueue.api import openapi_document
 from fairqueue.db import Connection
 from fairqueue.lanes import add_credits
 from fairqueue.local import Handler, LocalContext, load_handler

@@ -1,8 +1,7 @@
 """The admission API: the core, and the local server over real HTTP with real signed tokens.
 
-Every answer the server gives in these tests is checked against the OpenAPI document shipped
-in the package (the document is written by hand; a test checks that the pydantic models and
-the error table agree with it).
+Every answer the server gives in these tests is checked against the OpenAPI document the
+resolver generates from its routes and models (the one it serves).
 """
 
 from __future__ import annotations
@@ -164,33 +163,41 @@ def test_the_openapi_document_is_valid_and_served_without_a_token(server: api.Ap
     assert by_type["api_analyze"]["properties"]["doc"]["pattern"] == "^[^\\u0000]*$"
     assert by_type["api_paid"]["allOf"] == [{"$ref": "#/components/schemas/StorableObject"}]
     assert call(server, "POST", "/openapi.json", {}, token=None).status == 405
+    assert call(server, "GET", "/openapi.json?v=1", token=None).status == 200
 
 
-def test_the_models_and_the_error_table_agree_with_the_document() -> None:
-    schemas = DOC["components"]["schemas"]
-    pairs = [
-        (api.AdmitRequest, "AdmitRequest"),
-        (api.Admitted, "Admitted"),
-        (api.JobView, "Job"),
-        (api.LaneJobs, "LaneJobs"),
-        (api.ResultView, "Result"),
-    ]
-    for model, name in pairs:
-        assert set(model.model_fields) == set(schemas[name]["properties"]), name
-        required = {n for n, f in model.model_fields.items() if f.is_required()}
-        assert required <= set(schemas[name]["required"]), name
-    assert schemas["AdmitRequest"]["additionalProperties"] is False
-    documented = {
-        code
-        for response in DOC["components"]["responses"].values()
-        for code in response["content"]["application/json"]["schema"]["allOf"][1]["properties"][
-            "error"
-        ]["properties"]["code"]["enum"]
+def test_a_json_body_is_read_whatever_its_content_type(server: api.ApiServer) -> None:
+    body = {"type": "api_analyze", "payload": {"doc": "a"}}
+    for content_type in ("application/x-www-form-urlencoded", "text/plain", "multipart/form-data"):
+        answer = call(server, "POST", "/jobs", body, headers={"Content-Type": content_type})
+        assert answer.status == 202, (content_type, answer.body)
+
+
+def test_the_error_tables_and_the_routes_agree_with_the_generated_document() -> None:
+    """The document is generated from the routes and the models; what it cannot learn from
+    them (each status's codes) must still cover every refusal the API answers with."""
+    operations = {
+        operation["operationId"]: operation
+        for methods in DOC["paths"].values()
+        for operation in methods.values()
     }
-    assert {code for _, _, code in (*api.ADMIT_ERRORS, *api.SAVE_RESULT_ERRORS)} <= documented
-    assert set(api.ROUTES) == set(DOC["paths"]) - {api.OPENAPI_PATH}
+
+    def documented(operation_id: str, status: int) -> set[str]:
+        reference = operations[operation_id]["responses"][str(status)]["$ref"]
+        response = DOC["components"]["responses"][reference.rsplit("/", 1)[1]]
+        schema = response["content"]["application/json"]["schema"]["allOf"][1]
+        return set(schema["properties"]["error"]["properties"]["code"]["enum"])
+
+    for _, status, code in api.ADMIT_ERRORS:
+        assert code in documented("admitJob", status), code
+    for _, status, code in api.SAVE_RESULT_ERRORS:
+        assert code in documented("saveJobResult", status), code
+    assert set(api.ROUTES) == set(DOC["paths"])
     for route, methods in api.ROUTES.items():
         assert {m.lower() for m in methods} == set(DOC["paths"][route]), route
+    admit_body = DOC["components"]["schemas"]["AdmitRequest"]["oneOf"][0]
+    assert admit_body["additionalProperties"] is False
+    assert set(admit_body["properties"]) == set(api.AdmitRequest.model_fields)
 
 
 # Admission and reading back.
@@ -615,6 +622,13 @@ def test_a_declared_body_over_the_limit_is_refused_before_it_is_read(
         ("GET", f"/jobs/{uuid4()}/result?verbose=1", 400, "invalid_query"),
         ("POST", f"/jobs/{uuid4()}/result", 405, "method_not_allowed"),
         ("GET", f"/jobs/{uuid4()}/result/body", 404, "not_found"),
+        # What no route's id pattern takes is still the route's: not a job id.
+        ("GET", "/jobs/%00", 400, "invalid_id"),
+        ("PUT", "/jobs/%00/result", 400, "invalid_id"),
+        ("GET", "/jobs/%ff", 400, "invalid_id"),
+        ("GET", "/jobs?%00=1", 400, "invalid_query"),
+        ("GET", "/jobs?lane=%00", 404, "lane_not_found"),
+        ("OPTIONS", "/jobs", 405, "method_not_allowed"),
     ],
 )
 def test_a_bad_request_line_is_refused(
@@ -625,8 +639,11 @@ def test_a_bad_request_line_is_refused(
 
 
 @pytest.mark.parametrize("method", ["TRACE", "CONNECT", "BREW"])
-def test_a_method_no_route_knows_gets_the_json_405(server: api.ApiServer, method: str) -> None:
-    answer = call(server, method, "/jobs")
+@pytest.mark.parametrize("query", ["", "?lane=0", "?page=2"])
+def test_a_method_no_route_knows_gets_the_json_405(
+    server: api.ApiServer, method: str, query: str
+) -> None:
+    answer = call(server, method, f"/jobs{query}")
     assert (answer.status, error_code(answer)) == (405, "method_not_allowed"), answer.body
     assert answer.headers["allow"] == "GET, POST"
 
@@ -992,6 +1009,94 @@ def test_the_core_answers_a_lost_connection_with_503(dsn: str) -> None:
     lost.close()
     reply = api.handle("GET", "/jobs", {}, b"", api.Identity("acme", "alice"), lost)
     assert (reply.status, reply.body["error"]["code"]) == (503, "database_unavailable")
+
+
+# The local server's connections.
+
+POOL_SIZE = 4
+SLOW_REQUESTS = 24
+
+
+def api_connections(conn: Connection) -> int:
+    """The local server's connections to this test's database, as the server counts them."""
+    row = conn.execute(
+        "select count(*) as n from pg_stat_activity"
+        " where datname = current_database() and application_name = 'fairqueue-api'"
+    ).fetchone()
+    return int(row["n"])
+
+
+def test_concurrent_slow_requests_share_a_bounded_pool_and_are_all_answered(
+    dsn: str, conn: Connection
+) -> None:
+    """Before the pool, each of 40 concurrent slow requests opened a connection of its own.
+    Now at most the pool's size are open, whatever the number of requests: while every pooled
+    connection is held by a request stuck in its upstream call, the others wait for one."""
+    api_support.GATE.shut()
+    answers: dict[int, Answer] = {}
+    peak = [0]
+    done = threading.Event()
+
+    def admit_one(n: int) -> None:
+        token = api.mint_token(SECRET, tenant_id=f"tenant-{n}", lane=f"user-{n}")
+        answers[n] = call(
+            server, "POST", "/jobs", {"type": "api_gated", "payload": {}}, token=token
+        )
+
+    def watch() -> None:
+        with connect(dsn, autocommit=True) as watcher:
+            while not done.is_set():
+                peak[0] = max(peak[0], api_connections(watcher))
+
+    server = api.ApiServer(("127.0.0.1", 0), dsn, secret=SECRET, pool_size=POOL_SIZE)
+    with running(server):
+        watcher = threading.Thread(target=watch)
+        watcher.start()
+        clients = [threading.Thread(target=admit_one, args=(n,)) for n in range(SLOW_REQUESTS)]
+        for client in clients:
+            client.start()
+        deadline = time.monotonic() + 30
+        while api_support.GATE.inside < POOL_SIZE:
+            assert time.monotonic() < deadline, "the requests never filled the pool"
+            time.sleep(0.05)
+        # Every connection is held; the other requests are waiting for one, not opening more.
+        for _ in range(20):
+            assert api_connections(conn) == POOL_SIZE
+            assert api_support.GATE.inside == POOL_SIZE
+            time.sleep(0.02)
+        api_support.GATE.opened.set()
+        for client in clients:
+            client.join(timeout=60)
+        done.set()
+        watcher.join(timeout=10)
+    assert peak[0] <= POOL_SIZE
+    assert api_support.GATE.most == POOL_SIZE
+    assert sorted(answers) == list(range(SLOW_REQUESTS))
+    for n, answer in answers.items():
+        # Each thread resolved its own request: its own token's lane, its own job.
+        assert (answer.status, answer.body["lane"]) == (202, f"user-{n}")
+    assert len({answer.body["id"] for answer in answers.values()}) == SLOW_REQUESTS
+    assert len(jobs(conn)) == SLOW_REQUESTS
+
+
+def test_the_pools_connections_work_as_the_application_role(dsn: str, conn: Connection) -> None:
+    assert conn.execute("select current_user as role").fetchone() == {"role": "postgres"}
+    connections = api.ApiConnections(dsn, 2)
+    try:
+        with connections.connection() as pooled:
+            row = pooled.execute("select current_user as role, 1 as one").fetchone()
+            assert row == {"role": "fairqueue_app", "one": 1}
+            assert pooled.autocommit
+    finally:
+        connections.close()
+
+
+def test_the_pool_size_comes_from_the_environment() -> None:
+    assert api.api_pool_size({}) == 10
+    assert api.api_pool_size({"FAIRQUEUE_API_POOL_SIZE": "3"}) == 3
+    for bad in ("0", "-1", "many", "1001"):
+        with pytest.raises(ConfigurationError, match="FAIRQUEUE_API_POOL_SIZE must be"):
+            api.api_pool_size({"FAIRQUEUE_API_POOL_SIZE": bad})
 
 
 # `fairqueue serve --role api`.
