@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -70,6 +69,7 @@ from .api_routes import (
 from .api_wsgi import http_api_event, reply_of, wsgi_app
 from .db import Connection, FairqueueConnection, resolve_dsn, work_as_app_role
 from .errors import ConfigurationError, DatabaseUnavailable
+from .settings import settings_of
 from .stage import Stage
 
 __all__ = [
@@ -115,10 +115,6 @@ __all__ = [
 
 log = logging.getLogger("fairqueue.api")
 
-DEFAULT_HOST: Final = "127.0.0.1"
-DEFAULT_PORT: Final = 8080
-POOL_SIZE_ENV: Final = "FAIRQUEUE_API_POOL_SIZE"
-DEFAULT_POOL_SIZE: Final = 10
 # How long a request waits for a free connection before it is 503 database_unavailable; it
 # gives up sooner once the pool has failed to connect since it started waiting.
 POOL_WAIT_S: Final = 30.0
@@ -204,30 +200,13 @@ def openapi_document(stages: list[Stage] | None = None) -> dict[str, Any]:
 
 def api_address(env: Mapping[str, str] | None = None) -> tuple[str, int]:
     """``FAIRQUEUE_API_HOST`` (127.0.0.1) and ``FAIRQUEUE_API_PORT`` (8080)."""
-    source = os.environ if env is None else env
-    raw_port = source.get("FAIRQUEUE_API_PORT") or str(DEFAULT_PORT)
-    try:
-        port = int(raw_port)
-    except ValueError:
-        port = -1
-    if not 0 <= port <= 65535:
-        raise ConfigurationError(f"FAIRQUEUE_API_PORT must be a port number, got {raw_port!r}")
-    return source.get("FAIRQUEUE_API_HOST") or DEFAULT_HOST, port
+    found = settings_of(env)
+    return found.api_host, found.api_port
 
 
 def api_pool_size(env: Mapping[str, str] | None = None) -> int:
     """``FAIRQUEUE_API_POOL_SIZE``: the most connections the local server holds at once (10)."""
-    source = os.environ if env is None else env
-    raw = source.get(POOL_SIZE_ENV) or str(DEFAULT_POOL_SIZE)
-    try:
-        size = int(raw)
-    except ValueError:
-        size = 0
-    if not 1 <= size <= 1000:
-        raise ConfigurationError(
-            f"{POOL_SIZE_ENV} must be a whole number from 1 to 1000, got {raw!r}"
-        )
-    return size
+    return settings_of(env).api_pool_size
 
 
 # The local server.

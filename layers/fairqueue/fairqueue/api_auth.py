@@ -4,7 +4,6 @@ HS256 token verified here (``fairqueue serve --role api``, which plays the autho
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -15,6 +14,7 @@ import jwt
 from .api_models import ApiError, Identity
 from .errors import ConfigurationError, InvalidPayload
 from .inputs import check_label
+from .settings import settings_of
 
 SIGNING_KEY_ENV: Final = "FAIRQUEUE_API_SECRET"
 MIN_SECRET_BYTES: Final = 32
@@ -31,11 +31,8 @@ class ClaimNames:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> ClaimNames:
-        source = os.environ if env is None else env
-        return cls(
-            tenant=source.get("FAIRQUEUE_TENANT_CLAIM") or cls.tenant,
-            lane=source.get("FAIRQUEUE_LANE_CLAIM") or cls.lane,
-        )
+        found = settings_of(env)
+        return cls(tenant=found.tenant_claim, lane=found.lane_claim)
 
 
 def identity_from_claims(claims: Mapping[str, Any], names: ClaimNames) -> Identity:
@@ -55,8 +52,8 @@ def identity_from_claims(claims: Mapping[str, Any], names: ClaimNames) -> Identi
 
 def api_secret(env: Mapping[str, str] | None = None) -> str:
     """The local tokens' signing secret; refused when missing or shorter than 32 bytes."""
-    source = os.environ if env is None else env
-    secret = source.get(SIGNING_KEY_ENV)
+    given = settings_of(env).api_secret
+    secret = None if given is None else given.get_secret_value()
     if not secret:
         raise ConfigurationError(
             f"{SIGNING_KEY_ENV} is not set: the API signs and verifies its local tokens with it "

@@ -87,10 +87,6 @@ class Backstop:
         finally:
             self._in_flight.release()
 
-    # The name it had before ``fairqueue.sweeper.sweep`` made "sweep" mean the sweeper's work;
-    # ``fairqueue.serve`` still calls it by that name.
-    sweep = rescue
-
     def _rescue(
         self, conn: Connection, stop: threading.Event | None, deadline: float | None
     ) -> BackstopResult:

@@ -46,7 +46,7 @@ from pydantic_core import ErrorDetails
 
 from .db import connect
 from .errors import ConfigurationError, InvalidDoorbell
-from .settings import DoorbellChoice, Settings, settings
+from .settings import DoorbellChoice, Settings, settings_of
 
 log = logging.getLogger("fairqueue.doorbells")
 
@@ -391,7 +391,7 @@ def adapter_from_env(
 ) -> DoorbellAdapter:
     """The adapter ``FAIRQUEUE_DOORBELLS`` names in ``env`` (a mapping like ``os.environ``;
     None: the process's environment); see :func:`adapter_from_settings`."""
-    config = settings() if env is None else Settings.from_mapping(env)
+    config = settings_of(env)
     return adapter_from_settings(config, conn=conn, sqs_client=sqs_client)
 
 

@@ -13,7 +13,6 @@ verify a token.
 from __future__ import annotations
 
 import logging
-import os
 import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -49,7 +48,7 @@ def roles_of(role: str) -> list[str]:
         api.api_secret()  # refuses to start without a usable secret
     if role == "all":
         # The API joins only when it has a secret to verify its tokens with.
-        with_api = bool(os.environ.get(api.SIGNING_KEY_ENV))
+        with_api = settings().api_secret is not None
         return ["cron", "worker", "sweeper", "backstop", *(["api"] if with_api else [])]
     return [role]
 
@@ -124,7 +123,7 @@ def _sweep(dsn: str, stages: Sequence[Stage]) -> None:
 
 
 def _rescue(backstop: Backstop, stop: threading.Event) -> None:
-    result = backstop.sweep(stop)
+    result = backstop.rescue(stop)
     if result is not None:
         log.info("backstop: %d results written, %d hooks fired", result.written, result.hooks_fired)
 

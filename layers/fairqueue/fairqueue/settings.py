@@ -160,7 +160,7 @@ class Settings(BaseSettings):
         **_var("FAIRQUEUE_RESULT_BATCH", "results the backstop saves per transaction"),
     )
 
-    # The admission API (fairqueue.api reads these itself for now).
+    # The admission API.
     api_secret: SecretStr | None = Field(
         default=None,
         **_var(
@@ -182,7 +182,12 @@ class Settings(BaseSettings):
     api_pool_size: int = Field(
         default=10,
         ge=1,
-        **_var("FAIRQUEUE_API_POOL_SIZE", "connections the admission API keeps"),
+        le=1000,
+        **_var(
+            "FAIRQUEUE_API_POOL_SIZE",
+            "the most database connections the local API holds at once; a request waits for a"
+            " free one",
+        ),
     )
     tenant_claim: str = Field(
         default="tenant_id",
@@ -307,3 +312,8 @@ def settings() -> Settings:
     with _lock:
         _cached = (key, current)
     return current
+
+
+def settings_of(env: Mapping[str, str] | None) -> Settings:
+    """The settings ``env`` gives, or with None the process's environment (:func:`settings`)."""
+    return settings() if env is None else Settings.from_mapping(env)

@@ -29,7 +29,7 @@ from typing import Any, Protocol
 from urllib.parse import quote
 
 from .errors import ConfigurationError, UpstreamRejected, UpstreamUnavailable
-from .settings import Settings, settings
+from .settings import settings, settings_of
 
 
 class Upstream(Protocol):
@@ -200,7 +200,7 @@ class InProcessUpstream:
 def upstream_from_env(env: Mapping[str, str] | None = None) -> HttpUpstream:
     """The HTTP upstream that ``FAIRQUEUE_UPSTREAM_URL`` names (``FAIRQUEUE_UPSTREAM_TOKEN``
     and ``FAIRQUEUE_UPSTREAM_TIMEOUT_S`` optional)."""
-    config = settings() if env is None else Settings.from_mapping(env)
+    config = settings_of(env)
     if not config.upstream_url:
         raise ConfigurationError("FAIRQUEUE_UPSTREAM_URL is not set")
     token = config.upstream_token
