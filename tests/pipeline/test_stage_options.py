@@ -16,7 +16,7 @@ from pydantic import BaseModel
 from fairqueue import ConfigurationError, Job, Stage
 from fairqueue.upstream import InProcessUpstream
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 def handler(job: Job) -> None:

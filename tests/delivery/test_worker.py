@@ -24,7 +24,7 @@ from support import age_job, job
 pytest_plugins = ["moto_sqs"]
 
 STAGES = doorbell_stages.STAGES
-ROOT_FUNCTIONS = Path(__file__).resolve().parent.parent / "functions"
+ROOT_FUNCTIONS = Path(__file__).resolve().parents[2] / "functions"
 
 
 @pytest.fixture(autouse=True)

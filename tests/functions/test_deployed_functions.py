@@ -53,7 +53,7 @@ from upstream_service import FakeService
 
 pytest_plugins = ["moto_sqs"]
 
-TESTS = Path(__file__).resolve().parent
+TESTS = Path(__file__).resolve().parents[1]
 FUNCTIONS = (
     "CronFunction",
     "WorkerFunction",

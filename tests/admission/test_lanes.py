@@ -22,7 +22,7 @@ from fairqueue.lanes import (
     lock_lane,
 )
 
-PACKAGE = Path(__file__).resolve().parent.parent / "layers" / "fairqueue" / "fairqueue"
+PACKAGE = Path(__file__).resolve().parents[2] / "layers" / "fairqueue" / "fairqueue"
 
 
 class Analysis(BaseModel):

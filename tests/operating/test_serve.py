@@ -15,7 +15,7 @@ import pytest
 import serve_stages  # declares the stages' types in this process too
 from fairqueue import connect, enqueue, ringing
 
-TESTS = Path(__file__).resolve().parent
+TESTS = Path(__file__).resolve().parents[1]
 
 
 def wait_for(check: Callable[[], bool], timeout_s: float = 20.0) -> None:

@@ -37,7 +37,7 @@ from fairqueue.lanes import add_credits, balance, lane_jobs
 from fairqueue.serve import roles_of
 from fairqueue.stage import known_types
 
-TESTS = Path(__file__).resolve().parent
+TESTS = Path(__file__).resolve().parents[1]
 SECRET = "test-secret-of-the-local-api-0123456789"
 OTHER_SECRET = "another-secret-nobody-gave-the-api-0123"
 ALICE = api.mint_token(SECRET, tenant_id="acme", lane="alice")

@@ -16,7 +16,7 @@ import pytest
 from fairqueue import api, connect
 from fairqueue.lanes import add_credits
 
-TESTS = Path(__file__).resolve().parent
+TESTS = Path(__file__).resolve().parents[1]
 SECRET = "fuzz-secret-of-the-local-api-0123456789ab"
 SEED = 20261201
 FUZZ_SECONDS = 40

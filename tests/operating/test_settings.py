@@ -15,7 +15,7 @@ from pydantic import ValidationError
 from fairqueue.errors import ConfigurationError
 from fairqueue.settings import Settings, settings
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = Path(__file__).resolve().parents[2] / "README.md"
 ROW = re.compile(r"^\|\s*`(?P<variable>[A-Z0-9_]+)`\s*\|\s*(?P<default>[^|]*?)\s*\|")
 
 

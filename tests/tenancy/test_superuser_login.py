@@ -4,7 +4,7 @@ superuser login: the loop's own connection is the superuser's (``conn=admin``, a
 connection, used as it is), so the statements it makes are held by nothing but their own
 tenant predicates; a statement naming the wrong tenant reads and writes nothing, and the
 normal path still works. (Connections the library opens for itself work as the application
-role: tests/test_app_role.py.)"""
+role: tests/tenancy/test_app_role.py.)"""
 
 from __future__ import annotations
 

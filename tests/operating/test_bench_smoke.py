@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PEERS = ("pgqueuer", "procrastinate")
 SYSTEMS = ("bare", "fairqueue", "fairqueue_groups", *PEERS)
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

@@ -28,7 +28,7 @@ from fairqueue.claim import has_claimable
 from fairqueue.db import Connection
 from support import job, runs
 
-WORKER = Path(__file__).with_name("sigkill_worker.py")
+WORKER = Path(__file__).resolve().parents[1] / "sigkill_worker.py"
 READY_TIMEOUT_S = 30.0
 
 

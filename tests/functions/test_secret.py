@@ -13,7 +13,7 @@ from fairqueue.local import LocalContext, load_module, scheduled_event
 
 pytest_plugins = ["moto_sqs"]  # the moto server on loopback
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
