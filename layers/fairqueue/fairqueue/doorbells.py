@@ -12,21 +12,15 @@ republishes for pending rows whose doorbell never went out. That is why ``publis
 raises for a transport failure: it logs and hands back the doorbells that did not go, and the
 caller leaves them to the sweep.
 
-The wire form is compact UTF-8 JSON with exactly two snake_case keys, in this order::
-
-    {"job_id":"6f1c0d3e-2d1a-4c1e-9f5e-1a2b3c4d5e6f","tenant_id":"t1"}
-
-``job_id`` is the job's UUID in canonical lower-case hyphenated form; ``tenant_id`` is the
-job's tenant, or ``null`` for a job without one. Both keys are required and no other key is
-accepted, so a sender that forgets the tenant is refused rather than read as "no tenant" (which
-the worker's claim would then drop as a mismatch).
-
 Adapters, chosen by ``FAIRQUEUE_DOORBELLS`` (see :func:`adapter_from_env`):
 
 - ``sqs``: Amazon SQS, ten messages per ``SendMessageBatch`` call.
 - ``postgres``: ``pg_notify`` on the caller's connection; receive with :func:`listen` or
   :class:`PostgresListener`.
 - ``memory``: a queue inside this process, for development and tests. Production refuses it.
+
+The message and the adapters' protocol are in :mod:`fairqueue.doorbell`, the SQS adapter in
+:mod:`fairqueue.doorbell_sqs`; every name is importable from here too.
 """
 
 from __future__ import annotations
@@ -36,199 +30,40 @@ import queue
 from collections.abc import Iterator, Mapping, Sequence
 from time import monotonic
 from types import TracebackType
-from typing import Any, Final, Protocol, Self, get_args
-from uuid import UUID
+from typing import Any, Final, Self, get_args
 
 import psycopg
 from psycopg import sql
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from pydantic_core import ErrorDetails
 
 from .db import connect
+from .doorbell import Doorbell, DoorbellAdapter
+from .doorbell_sqs import SQS_BATCH_LIMIT, SqsDoorbells
 from .errors import ConfigurationError, InvalidDoorbell
 from .settings import DoorbellChoice, Settings, settings_of
+
+__all__ = [
+    "ADAPTERS",
+    "CHANNEL",
+    "SQS_BATCH_LIMIT",
+    "Doorbell",
+    "DoorbellAdapter",
+    "InvalidDoorbell",
+    "MemoryDoorbells",
+    "PostgresDoorbells",
+    "PostgresListener",
+    "SqsDoorbells",
+    "adapter_from_env",
+    "adapter_from_settings",
+    "listen",
+]
 
 log = logging.getLogger("fairqueue.doorbells")
 
 CHANNEL: Final = "fairqueue_doorbell"
 """The LISTEN/NOTIFY channel the Postgres adapter publishes on."""
 
-SQS_BATCH_LIMIT: Final = 10
-"""The most entries SQS accepts in one ``SendMessageBatch`` call."""
-
 ADAPTERS: Final = get_args(DoorbellChoice)
 """The values ``FAIRQUEUE_DOORBELLS`` accepts."""
-
-
-class Doorbell(BaseModel):
-    """``{job_id, tenant_id}`` and nothing else."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    job_id: UUID
-    tenant_id: str | None = Field(min_length=1)
-
-    @classmethod
-    def parse(cls, body: str | bytes) -> Doorbell:
-        """Read a doorbell off the wire; anything else raises :class:`InvalidDoorbell`."""
-        try:
-            return cls.model_validate_json(body)
-        except ValidationError as exc:
-            problems = "; ".join(_describe(error) for error in exc.errors())
-            raise InvalidDoorbell(f"not a doorbell ({problems}): {_excerpt(body)}") from None
-
-    def to_json(self) -> str:
-        """The wire form: ``{"job_id":"<uuid>","tenant_id":"<tenant>"|null}``, compact."""
-        return self.model_dump_json()
-
-
-def _describe(error: ErrorDetails) -> str:
-    """One pydantic error as a short phrase that names the field."""
-    kind = str(error["type"])
-    field = ".".join(str(part) for part in error["loc"])
-    if kind == "json_invalid":
-        return f"not valid JSON: {error['msg'].removeprefix('Invalid JSON: ')}"
-    if kind == "model_type":
-        return "not a JSON object"
-    if kind == "extra_forbidden":
-        return f"unexpected field {field!r}: a doorbell carries only job_id and tenant_id"
-    if kind == "missing":
-        return f"missing field {field!r}"
-    if field == "job_id":
-        return "job_id is not a UUID"
-    if field == "tenant_id":
-        return "tenant_id must be a non-empty string or null"
-    return f"{field or 'body'}: {error['msg']}"
-
-
-def _excerpt(body: str | bytes, limit: int = 120) -> str:
-    text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
-    return repr(text if len(text) <= limit else text[:limit] + "...")
-
-
-class DoorbellAdapter(Protocol):
-    """Where doorbells go. ``publish`` hands back the ones it could not send, and never raises
-    for a transport failure: it logs it, and the sweep republishes from the job rows."""
-
-    @property
-    def name(self) -> str:
-        """``sqs``, ``postgres`` or ``memory``: for logs and run summaries."""
-        ...
-
-    def publish(self, doorbells: Sequence[Doorbell]) -> list[Doorbell]:
-        """Send the doorbells; return those that failed (empty when all went)."""
-        ...
-
-    def close(self) -> None:
-        """Release what the adapter opened itself (never a connection or client it was given)."""
-        ...
-
-
-class SqsDoorbells:
-    """Amazon SQS through boto3.
-
-    Without ``client``, one is made with ``boto3.client("sqs")`` and short timeouts: a doorbell
-    is worth little, so an enqueue should not wait a minute for an unreachable queue. boto3 reads
-    the region and credentials from the environment, and the endpoint from
-    ``AWS_ENDPOINT_URL_SQS`` when set (a local stand-in such as moto). A client passed in is
-    the caller's to close.
-
-    The queue may be standard only: FIFO queues need a message group id that doorbells do not
-    set.
-    """
-
-    name = "sqs"
-
-    def __init__(self, queue_url: str, client: Any = None) -> None:
-        if not queue_url:
-            raise ConfigurationError("SqsDoorbells needs the queue URL")
-        self.queue_url = queue_url
-        self._owns_client = client is None
-        self._client: Any = _sqs_client() if client is None else client
-
-    def publish(self, doorbells: Sequence[Doorbell]) -> list[Doorbell]:
-        from botocore.exceptions import BotoCoreError, ClientError
-
-        failed: list[Doorbell] = []
-        for start in range(0, len(doorbells), SQS_BATCH_LIMIT):
-            chunk = doorbells[start : start + SQS_BATCH_LIMIT]
-            entries = [
-                {"Id": str(index), "MessageBody": doorbell.to_json()}
-                for index, doorbell in enumerate(chunk)
-            ]
-            try:
-                response = self._client.send_message_batch(QueueUrl=self.queue_url, Entries=entries)
-            except ClientError as exc:
-                # The service answered and refused this call: the next chunk may still go.
-                log.warning(
-                    "doorbells: SQS refused %d doorbell(s) for %s: %s",
-                    len(chunk),
-                    self.queue_url,
-                    exc,
-                )
-                failed.extend(chunk)
-                continue
-            except BotoCoreError as exc:
-                # No answer (connection refused, timeout): do not wait again for each chunk.
-                rest = doorbells[start:]
-                log.warning(
-                    "doorbells: SQS unreachable, %d doorbell(s) left for the sweep (%s): %s",
-                    len(rest),
-                    self.queue_url,
-                    exc,
-                )
-                failed.extend(rest)
-                break
-            sent = _sent_ids(response, self.queue_url)
-            failed.extend(d for index, d in enumerate(chunk) if str(index) not in sent)
-        return failed
-
-    def close(self) -> None:
-        if self._owns_client:
-            self._client.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-
-def _sqs_client() -> Any:
-    import boto3
-    from botocore.config import Config
-    from botocore.exceptions import NoRegionError
-
-    config = Config(
-        connect_timeout=2,
-        read_timeout=5,
-        retries={"mode": "standard", "total_max_attempts": 2},
-    )
-    try:
-        return boto3.client("sqs", config=config)
-    except NoRegionError:
-        raise ConfigurationError(
-            "SQS doorbells need an AWS region: set AWS_REGION or AWS_DEFAULT_REGION"
-        ) from None
-
-
-def _sent_ids(response: Any, queue_url: str) -> set[str]:
-    """The entry ids SQS accepted; logs each entry it refused."""
-    for entry in response.get("Failed", []):
-        log.warning(
-            "doorbells: SQS refused entry %s for %s: %s %s (sender fault: %s)",
-            entry.get("Id"),
-            queue_url,
-            entry.get("Code"),
-            entry.get("Message"),
-            entry.get("SenderFault"),
-        )
-    return {str(entry["Id"]) for entry in response.get("Successful", [])}
 
 
 class PostgresDoorbells:
