@@ -113,7 +113,7 @@ def claim_batch(
                 {
                     "type": job_type,
                     "batch": batch - len(rows),
-                    "pool": min(pool, MAX_POOL),
+                    "pool": pool,
                     "lease_s": lease_s,
                     "locked_by": locked_by,
                     "run_id": run_id,
@@ -128,7 +128,7 @@ def claim_batch(
                 further = unheld is not None and bool(unheld["found"])
         if not further:
             break
-        pool *= POOL_FACTOR
+        pool = min(pool * POOL_FACTOR, MAX_POOL)
     if not rows:
         return []
     found = conn.execute(
