@@ -2,20 +2,28 @@
 -- autovacuum has analyzed the table, the planner takes it for nearly empty and walks the groups
 -- through the wrong index, sorting the whole backlog at every step (a claim of 100 over 50,000
 -- new jobs in 1,000 groups took 33 s instead of 0.14 s). Called before each claim: analyzes the
--- table when more rows changed since its last analyze than it held then (and at least 5,000),
--- one caller at a time; the others go on with the statistics there are. Whether it analyzed.
+-- table when it has grown past twice the pages it had at its last analyze (and at least 128),
+-- or when more rows changed since then than it held (and at least 5,000), one caller at a time;
+-- the others go on with the statistics there are. Whether it analyzed.
 create or replace function fairqueue.analyze_when_stale() returns boolean
 language plpgsql security definer set search_path = pg_catalog, pg_temp
 as $$
 declare
+    pages_now bigint;
+    pages_then integer;
     changed bigint;
     counted real;
 begin
-    select s.n_mod_since_analyze, c.reltuples into changed, counted
-      from pg_stat_all_tables s
-      join pg_class c on c.oid = s.relid
-     where s.relid = 'fairqueue.jobs'::regclass;
-    if changed is null or changed < 5000 or changed <= greatest(counted, 0) then
+    -- The table's size now is known at once; the change counter only once the sessions that
+    -- wrote report their statistics (up to a second or more after their commit). The counter
+    -- itself, not pg_stat_all_tables: that view groups every index of the table.
+    select pg_relation_size(c.oid) / current_setting('block_size')::integer, c.relpages,
+           pg_stat_get_mod_since_analyze(c.oid), c.reltuples
+      into pages_now, pages_then, changed, counted
+      from pg_class c
+     where c.oid = 'fairqueue.jobs'::regclass;
+    if not (pages_now >= 128 and pages_now > 2 * greatest(pages_then, 0))
+       and not (changed >= 5000 and changed > greatest(counted, 0)) then
         return false;
     end if;
     if not pg_try_advisory_xact_lock(hashtextextended('fairqueue.analyze', 0)) then
