@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import re
 import subprocess
-from pathlib import Path
 from typing import Any, LiteralString
 
 import psycopg
 import pytest
 from psycopg import sql
+from psycopg.rows import dict_row
 
-ROOT = Path(__file__).resolve().parent.parent
+from conftest import ROOT
 
 _QUERIES: dict[str, LiteralString] = {
     "schema": """
@@ -87,13 +87,8 @@ _QUERIES: dict[str, LiteralString] = {
 
 def schema_of(dsn: str) -> dict[str, list[dict[str, Any]]]:
     """Everything in the fairqueue schema that a migration or a definition file sets."""
-    with psycopg.connect(dsn) as conn:
-        snapshot: dict[str, list[dict[str, Any]]] = {}
-        for part, query in _QUERIES.items():
-            cursor = conn.execute(query)
-            names = [column.name for column in cursor.description or ()]
-            snapshot[part] = [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
-        return snapshot
+    with psycopg.connect(dsn, row_factory=dict_row) as conn:
+        return {part: conn.execute(query).fetchall() for part, query in _QUERIES.items()}
 
 
 def differences(
