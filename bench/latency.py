@@ -11,18 +11,14 @@ they were.
 from __future__ import annotations
 
 import math
-import re
 import time
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
-import psycopg
-
-from fairqueue.claim import POOL_FACTOR, by_tenant, claim_batch, give_back
+from fairqueue.claim import by_tenant, claim_batch, give_back
 from fairqueue.db import Connection
 from fairqueue.plans import PLANS
+from fairqueue.queries import query
 
 from . import database, load
 from .errors import BenchError
@@ -38,13 +34,12 @@ Progress = Callable[[str], None]
 
 
 @dataclass(frozen=True)
-class ClaimPlan:
-    """What the claim query did: the rows its scans of fairqueue.jobs returned (every scan, all
-    its loops) and the join methods the planner chose. A scan's own estimate is left out: most
-    scans here sit under a LIMIT and are estimated as if read to the end."""
+class ClaimReads:
+    """What one claim read, from the server's own counters for its transaction (rolled back):
+    the rows its scans of fairqueue.jobs and fairqueue.served returned, every scan and loop."""
 
     jobs_rows_read: int
-    joins: str
+    served_rows_read: int
 
 
 @dataclass(frozen=True)
@@ -62,7 +57,7 @@ class LatencyCase:
     served_rows: int
     # Rows whose served count differs from a recount of the jobs table (0 when correct).
     served_drift: int
-    plan: ClaimPlan
+    plan: ClaimReads
     history_load_s: float
     # The expired variant only: the first claim, which moves the watermark over the whole
     # history, and how many counted rows it expired.
@@ -119,77 +114,33 @@ def served_drift(conn: Connection) -> int:
     return int(row["n"])
 
 
-CLAIM_DOOR = (
-    "fairqueue.claim_unchecked(text, integer, integer, double precision, text, uuid, text[],"
-    " integer[], integer)"
-)
-CLAIM_DOOR_ARGS = (
-    "type",
-    "batch",
-    "pool",
-    "lease_s",
-    "locked_by",
-    "run_id",
-    "plan_names",
-    "plan_priorities",
-    "default_priority",
-)
+READS = """
+select pg_stat_get_xact_tuples_returned('fairqueue.jobs'::regclass)
+         + pg_stat_get_xact_tuples_fetched('fairqueue.jobs'::regclass) as jobs,
+       pg_stat_get_xact_tuples_returned('fairqueue.served'::regclass)
+         + pg_stat_get_xact_tuples_fetched('fairqueue.served'::regclass) as served
+"""
 
 
-def claim_plan(conn: Connection, batch: int) -> ClaimPlan:
-    """EXPLAIN ANALYZE the library's claim query with claim_batch's parameters, rolled back."""
+def claim_plan(conn: Connection, batch: int) -> ClaimReads:
+    """The rows one claim with claim_batch's parameters reads, rolled back."""
     params = {
         "type": JOB_TYPE,
         "batch": batch,
-        "pool": batch * POOL_FACTOR,
         "lease_s": LEASE_S,
         "locked_by": LOCKED_BY,
         "run_id": None,
         **PLANS.claim_params(),
     }
-    # The claim is a door function, whose inner plan EXPLAIN does not show: its body is
-    # prepared as a statement of its own (with the simple protocol, so PREPARE's $n reach the
-    # server as text) and explained with the same arguments.
-    door = conn.execute(
-        "select prosrc, proargnames, proargtypes::regtype[]::text[] as types"
-        " from pg_proc where oid = %s::regprocedure",
-        (CLAIM_DOOR,),
-    ).fetchone()
-    assert door is not None
-    body = door["prosrc"]
-    for position, name in enumerate(door["proargnames"][: len(door["types"])], start=1):
-        body = re.sub(rf"\b{name}\b", f"${position}", body)
-    args = [params[key] for key in CLAIM_DOOR_ARGS]
-    placeholders = ", ".join(f"%s::{t}" for t in door["types"])
-    with conn.transaction(force_rollback=True), psycopg.ClientCursor(conn) as cur:
-        cur.execute(f"prepare claim_body ({', '.join(door['types'])}) as {body}")
-        found = cur.execute(
-            f"explain (analyze, format json) execute claim_body ({placeholders})", args
-        ).fetchone()
-        cur.execute("deallocate claim_body")
-    assert found is not None
-    root: dict[str, Any] = found["QUERY PLAN"][0]["Plan"]
-    read = 0
-    joins: Counter[str] = Counter()
-    for node in _walk(root):
-        kind = str(node["Node Type"])
-        if kind.endswith("Scan") and node.get("Relation Name") == "jobs":
-            read += int(node["Actual Rows"]) * int(node["Actual Loops"])
-        if "Join" in kind or kind == "Nested Loop":
-            joins[f"{kind} ({str(node.get('Join Type', '')).lower()})"] += 1
-    return ClaimPlan(
-        jobs_rows_read=read,
-        joins=", ".join(f"{n} {kind}" for kind, n in sorted(joins.items())),
+    with conn.transaction(force_rollback=True):
+        before = conn.execute(READS).fetchone()
+        conn.execute(query("claim_batch"), params).fetchall()
+        after = conn.execute(READS).fetchone()
+    assert before is not None and after is not None
+    return ClaimReads(
+        jobs_rows_read=int(after["jobs"]) - int(before["jobs"]),
+        served_rows_read=int(after["served"]) - int(before["served"]),
     )
-
-
-def _walk(node: dict[str, Any]) -> list[dict[str, Any]]:
-    found, todo = [], [node]
-    while todo:
-        current = todo.pop()
-        found.append(current)
-        todo.extend(current.get("Plans", []))
-    return found
 
 
 def settle(conn: Connection) -> None:

@@ -1,15 +1,157 @@
+-- The first job of each of the best groups that offer one, for the claim below: the groups come
+-- from the standing index (sql/0019_standings.sql), best first, plan by plan, and each offers
+-- its oldest due job that no one else holds (skip locked). With p_hold_groups the claim also
+-- locks each group's standing (skip locked), so concurrent claimers take different groups and
+-- never wait for one another; a group another claimer holds, or whose due jobs are all held, is
+-- passed over and the claim reads further down the index. Without it (when every group with
+-- work is held) it takes the jobs nobody holds in held groups, and waits for their standings
+-- when it writes them: it holds no standing itself, so that wait cannot close a circle.
+create or replace function fairqueue.claim_firsts(
+    p_type text,
+    p_batch integer,
+    p_plan_names text[],
+    p_plan_priorities integer[],
+    p_default_priority integer,
+    p_hold_groups boolean
+) returns table (group_key text, id uuid)
+language plpgsql set search_path = pg_catalog, pg_temp set jit = off
+as $$
+#variable_conflict use_column
+declare
+    level record;
+    candidates text[];
+    held text[];
+    last_n bigint;
+    last_at timestamptz;
+    last_id uuid;
+    need integer;
+    taken_keys text[] := '{}';
+    taken_ids uuid[] := '{}';
+    found_keys text[];
+    found_ids uuid[];
+    stale text[];
+begin
+    -- The plans with standing groups, found by a skip scan, ranked into priority levels; within
+    -- a level the plans' index orders are merged.
+    for level in
+        with recursive present (plan) as (
+            (select s.plan from fairqueue.served s
+              where s.type = p_type and s.head_id is not null and not s.paused
+              order by s.plan limit 1)
+            union all
+            select (select s.plan from fairqueue.served s
+                     where s.type = p_type and s.head_id is not null and not s.paused
+                       and s.plan > p.plan
+                     order by s.plan limit 1)
+              from present p
+             where p.plan is not null
+        )
+        select coalesce(p_plan_priorities[array_position(p_plan_names, p.plan)],
+                        p_default_priority) as priority,
+               array_agg(p.plan) as plans
+          from present p
+         where p.plan is not null
+         group by 1
+         order by 1 desc
+    loop
+        last_n := -9223372036854775808;
+        last_at := '-infinity';
+        last_id := '00000000-0000-0000-0000-000000000000';
+        loop
+            need := p_batch - cardinality(taken_keys);
+            exit when need <= 0;
+            select array_agg(c.group_key order by c.n, c.head_created_at, c.head_id),
+                   (array_agg(c.n order by c.n desc, c.head_created_at desc, c.head_id desc))[1],
+                   (array_agg(c.head_created_at
+                              order by c.n desc, c.head_created_at desc, c.head_id desc))[1],
+                   (array_agg(c.head_id
+                              order by c.n desc, c.head_created_at desc, c.head_id desc))[1]
+              into candidates, last_n, last_at, last_id
+              from (select x.group_key, x.n, x.head_created_at, x.head_id
+                      from unnest(level.plans) as l (plan)
+                      cross join lateral (
+                          select s.group_key, s.n, s.head_created_at, s.head_id
+                            from fairqueue.served s
+                           where s.type = p_type and s.plan = l.plan
+                             and s.head_id is not null and not s.paused
+                             and (s.n, s.head_created_at, s.head_id) > (last_n, last_at, last_id)
+                           order by s.n, s.head_created_at, s.head_id
+                           limit need) x
+                     order by x.n, x.head_created_at, x.head_id
+                     limit need) c;
+            exit when candidates is null;
+            if p_hold_groups then
+                select array_agg(h.group_key) into held
+                  from unnest(candidates) as k (group_key)
+                  cross join lateral (
+                      select s.group_key
+                        from fairqueue.served s
+                       where s.type = p_type and s.group_key = k.group_key
+                         and not s.group_key = any(taken_keys)
+                         and s.head_id is not null and not s.paused
+                         for update skip locked) h;
+            else
+                held := candidates;
+            end if;
+            -- Each group's oldest due job that no one holds; a paused group offers none.
+            select array_agg(f.group_key), array_agg(f.id) into found_keys, found_ids
+              from unnest(held) as k (group_key)
+              cross join lateral (
+                  select j.group_key, j.id
+                    from fairqueue.jobs j
+                   where j.type = p_type and j.status = 'pending'
+                     and j.group_key = k.group_key and j.run_after <= now()
+                     and not exists (select 1 from fairqueue.groups g
+                                      where g.key = k.group_key and g.status = 'paused')
+                   order by j.type, j.group_key, j.created_at, j.id
+                   limit 1
+                     for update of j skip locked) f;
+            taken_keys := taken_keys || coalesce(found_keys, '{}');
+            taken_ids := taken_ids || coalesce(found_ids, '{}');
+            -- A group this claim holds that offered nothing although its head is not held
+            -- either: its standing is wrong (its jobs changed in a way no trigger saw, such as a
+            -- truncate, or it was paused since), so it stands again from its jobs.
+            if p_hold_groups and held is not null then
+                select array_agg(s.group_key) into stale
+                  from unnest(held) as k (group_key)
+                  cross join lateral (
+                      select s.group_key, s.head_id
+                        from fairqueue.served s
+                       where s.type = p_type and s.group_key = k.group_key
+                       limit 1) s
+                 where not s.group_key = any(coalesce(found_keys, '{}'))
+                   and not exists (select 1 from fairqueue.jobs j
+                                    where j.id = s.head_id and j.status = 'pending'
+                                      and j.run_after <= now());
+                if stale is not null then
+                    perform fairqueue.recompute_standings(
+                        array_fill(p_type, array[cardinality(stale)]), stale);
+                end if;
+            end if;
+            exit when cardinality(candidates) < need;
+        end loop;
+        exit when cardinality(taken_keys) >= p_batch;
+    end loop;
+    return query select u.group_key, u.id from unnest(taken_keys, taken_ids) as u (group_key, id);
+end $$;
+
+alter function fairqueue.claim_firsts(text, integer, text[], integer[], integer, boolean)
+    owner to fairqueue_owner;
+revoke all on function fairqueue.claim_firsts(text, integer, text[], integer[], integer, boolean)
+    from public, fairqueue_app;
+
 -- The fair claim, the one definition of the order: plan priority, then the group served least
 -- of this type in the last day (each job picked from a group in this batch counts as served, so
 -- a batch interleaves groups), then the oldest job. A batch of N is exactly the first N picks of
--- that order made one at a time, less the jobs another claimer holds. It walks the groups with
--- pending work of the type (one index probe per group), ranks their heads, lets the best `p_pool`
--- groups offer their oldest due jobs (as many as each could take of the batch, at least a share
--- of the pool), adds jobs whose lease expired before their last attempt, and locks the best
--- `p_batch` of those it can (skip locked). Paused groups offer nothing.
+-- that order made one at a time, less the groups and jobs another claimer holds.
+--
+-- The first p_batch groups that offer a job (claim_firsts) hold all the batch's picks: their
+-- p_batch first jobs pick before any job of a group ranked below them. Each then offers as many
+-- more of its oldest due jobs as it could take of the batch; jobs whose lease expired before
+-- their last attempt join them. The picks are the best p_batch of those.
 create or replace function fairqueue.claim_unchecked(
     p_type text,
     p_batch integer,
-    p_pool integer,
     p_lease_s double precision,
     p_locked_by text,
     p_run_id uuid,
@@ -17,172 +159,154 @@ create or replace function fairqueue.claim_unchecked(
     p_plan_priorities integer[],
     p_default_priority integer
 ) returns table (id uuid, tenant_id text)
-language sql set search_path = pg_catalog, pg_temp
+language plpgsql set search_path = pg_catalog, pg_temp set jit = off
 as $$
-with recursive group_firsts (group_key, id, tenant_id, created_at, run_after) as (
-    -- A skip scan: each step jumps to the first pending job of the next group in the index.
-    (select j.group_key, j.id, j.tenant_id, j.created_at, j.run_after
-       from fairqueue.jobs j
-      where j.type = p_type and j.status = 'pending'
-      order by j.type, j.group_key, j.created_at, j.id
-      limit 1)
-    union all
-    select next.*
-      from group_firsts w
-      cross join lateral (
-          select j.group_key, j.id, j.tenant_id, j.created_at, j.run_after
-            from fairqueue.jobs j
-           where j.type = p_type and j.status = 'pending'
-             and j.group_key > w.group_key
-           order by j.type, j.group_key, j.created_at, j.id
-           limit 1) next
-),
--- Where each active group with due work stands: its oldest due job (most often the first one
--- the skip scan landed on; otherwise one more probe), that job's plan, and how much the group
--- was served in the last day.
-group_heads as (
-    select f.group_key,
-           coalesce(p_plan_priorities[array_position(p_plan_names, t.plan)],
-                    p_default_priority) as priority,
-           coalesce(s.n, 0) as served,
-           head.id,
-           head.tenant_id,
-           head.created_at
-      from group_firsts f
-      cross join lateral (
-          select f.id, f.tenant_id, f.created_at
-           where f.run_after <= now()
-          union all
-          (select j.id, j.tenant_id, j.created_at
-             from fairqueue.jobs j
-            where f.run_after > now()
-              and j.type = p_type and j.status = 'pending'
-              and j.group_key = f.group_key and j.run_after <= now()
-            order by j.type, j.group_key, j.created_at, j.id
-            limit 1)) head
-      left join fairqueue.groups g on g.key = f.group_key
-      left join fairqueue.tenants t on t.id = head.tenant_id
-      left join fairqueue.served s on s.type = p_type and s.group_key = f.group_key
-     where g.status is null or g.status = 'active'
-),
-best_groups as (
-    select h.group_key, h.priority, h.served, h.id, h.tenant_id, h.created_at,
-           row_number() over (order by h.priority desc, h.served, h.created_at, h.id) as rank
-      from group_heads h
-     order by h.priority desc, h.served, h.created_at, h.id
-     limit p_pool
-),
--- The batch's picks come from the first p_batch of these groups alone: each of those holds a due
--- head that picks before any job of a group ranked below them. How many picks each of them can
--- take: its job d+1 stands at served + d, behind every group of a higher priority and every
--- group of its own whose served count is lower, and behind its own first d jobs. The levels are
--- the (priority, served) places of those heads, with how many heads stand at or before each.
-levels as (
-    select l.priority, l.served,
-           (sum(l.heads) over (order by l.priority desc, l.served))::bigint as heads_up_to,
-           lead(l.served) over (partition by l.priority order by l.served) as next_served
-      from (select b.priority, b.served, count(*) as heads
-              from best_groups b
-             where b.rank <= p_batch
-             group by 1, 2) l
-),
-reach as materialized (
-    select b.group_key,
-           1 + coalesce(max(least(coalesce(l.next_served - b.served, p_batch),
-                                  p_batch - l.heads_up_to))
-                          filter (where p_batch - l.heads_up_to >= l.served - b.served + 1),
-                        0) as picks
-      from best_groups b
-      join levels l on l.priority = b.priority and l.served >= b.served
-     where b.rank <= p_batch
-     group by b.group_key
-),
--- How many jobs each best group offers: as many as it can take of the batch, and at least its
--- share of the pool, so claimers that overlap find spares (one group alone offers the whole pool).
-share as materialized (
-    select greatest(1, p_pool / greatest(count(*), 1)) as per_group from best_groups
-),
-offers as (
-    select b.group_key, b.served, b.id, b.tenant_id, b.created_at,
-           greatest(share.per_group, coalesce(r.picks, 0)) as n
-      from best_groups b
-      cross join share
-      left join reach r on r.group_key = b.group_key
-),
--- Each best group offers its oldest due jobs. A group offering one offers its head, which the
--- walk above already found: no second probe. Only groups offering more read their index again.
-offered as (
-    select c.id, c.tenant_id, c.created_at, b.group_key,
-           b.served + row_number() over (partition by b.group_key
-                                         order by c.created_at, c.id) as served
-      from offers b
-      cross join lateral (
-          select b.id, b.tenant_id, b.created_at
-           where b.n = 1
-          union all
-          (select j.id, j.tenant_id, j.created_at
-             from fairqueue.jobs j
-            where b.n > 1
-              and j.type = p_type and j.status = 'pending'
-              and j.group_key = b.group_key and j.run_after <= now()
-            order by j.type, j.group_key, j.created_at, j.id
-            limit b.n)) c
-    union all
-    -- Jobs whose claimer died before their last attempt: found by the lease index, few.
-    select j.id, j.tenant_id, j.created_at, j.group_key,
-           coalesce(s.n, 0)
-             + row_number() over (partition by j.group_key
-                                  order by j.created_at, j.id)
-      from fairqueue.jobs j
-      left join fairqueue.groups g on g.key = j.group_key
-      left join fairqueue.served s on s.type = p_type and s.group_key = j.group_key
-     where j.type = p_type and j.status = 'running' and j.lease_until < now()
-       and j.run_after <= now() and j.attempts < j.max_attempts
-       and (g.status is null or g.status = 'active')
-),
-ranked as (
-    select o.id,
-           coalesce(p_plan_priorities[array_position(p_plan_names, t.plan)],
-                    p_default_priority) as priority,
-           o.served, o.created_at
-      from offered o
-      left join fairqueue.tenants t on t.id = o.tenant_id
-     order by priority desc, o.served, o.created_at, o.id
-     limit p_pool
-),
-picked as (
-    select j.id
-      from fairqueue.jobs j
-      join ranked r on r.id = j.id
-     where j.status in ('pending', 'running')
-       and j.run_after <= now()
-       and (j.status = 'pending' or (j.lease_until < now() and j.attempts < j.max_attempts))
-     order by r.priority desc, r.served, r.created_at, r.id
-     limit p_batch
-       for update of j skip locked
-)
-update fairqueue.jobs j
-   set status = 'running',
-       attempts = j.attempts + 1,
-       locked_at = now(),
-       lease_until = now() + p_lease_s * interval '1 second',
-       locked_by = p_locked_by,
-       run_id = p_run_id
-  from picked
- where j.id = picked.id
-returning j.id, j.tenant_id
-$$;
+#variable_conflict use_column
+declare
+    woken text[];
+    taken_ids uuid[];
+    claimed_ids uuid[];
+    claimed_tenants text[];
+begin
+    -- Groups whose not-yet-due jobs have come due stand again, from their jobs.
+    select array_agg(w.group_key) into woken
+      from (select s.group_key
+              from fairqueue.served s
+             where s.type = p_type and s.wake_at <= now()
+             order by s.wake_at
+             limit 1000
+               for update skip locked) w;
+    if woken is not null then
+        perform fairqueue.recompute_standings(array_fill(p_type, array[cardinality(woken)]),
+                                              woken);
+    end if;
 
-alter function fairqueue.claim_unchecked(text, integer, integer, double precision, text, uuid,
-    text[], integer[], integer) owner to fairqueue_owner;
-revoke all on function fairqueue.claim_unchecked(text, integer, integer, double precision, text,
-    uuid, text[], integer[], integer) from public, fairqueue_app;
+    select array_agg(f.id) into taken_ids
+      from fairqueue.claim_firsts(p_type, p_batch, p_plan_names, p_plan_priorities,
+                                  p_default_priority, true) f;
+    if taken_ids is null then
+        select array_agg(f.id) into taken_ids
+          from fairqueue.claim_firsts(p_type, p_batch, p_plan_names, p_plan_priorities,
+                                      p_default_priority, false) f;
+    end if;
+    taken_ids := coalesce(taken_ids, '{}');
+
+    with firsts as (
+        select j.id, j.tenant_id, j.created_at, j.group_key, s.n as served,
+               coalesce(p_plan_priorities[array_position(p_plan_names, s.plan)],
+                        p_default_priority) as priority
+          from unnest(taken_ids) as t (id)
+          cross join lateral (select j.id, j.tenant_id, j.created_at, j.group_key
+                                from fairqueue.jobs j where j.id = t.id limit 1) j
+          cross join lateral (select s.n, s.plan
+                                from fairqueue.served s
+                               where s.type = p_type and s.group_key = j.group_key
+                               limit 1) s
+    ),
+    -- How many picks each group can take: its job d+1 stands at served + d, behind every group
+    -- of a higher priority and every group of its own whose served count is lower, and behind
+    -- its own first d jobs. The levels are the (priority, served) places of the first jobs,
+    -- with how many stand at or before each.
+    levels as (
+        select l.priority, l.served,
+               (sum(l.heads) over (order by l.priority desc, l.served))::bigint as heads_up_to,
+               lead(l.served) over (partition by l.priority order by l.served) as next_served
+          from (select f.priority, f.served, count(*) as heads
+                  from firsts f
+                 group by 1, 2) l
+    ),
+    reach as (
+        select f.id, f.tenant_id, f.created_at, f.group_key, f.priority, f.served,
+               1 + coalesce(max(least(coalesce(l.next_served - f.served, p_batch),
+                                      p_batch - l.heads_up_to))
+                              filter (where p_batch - l.heads_up_to >= l.served - f.served + 1),
+                            0) as picks
+          from firsts f
+          join levels l on l.priority = f.priority and l.served >= f.served
+         group by f.id, f.tenant_id, f.created_at, f.group_key, f.priority, f.served
+    ),
+    -- Each group's first job, then as many more of its oldest due jobs as it could take, and at
+    -- least a share of twice the batch, so a claimer that overlaps another in the same groups
+    -- finds spares.
+    share as (
+        select greatest(1, 2 * p_batch / greatest(count(*), 1)) as per_group from reach
+    ),
+    offered as (
+        select r.id, r.tenant_id, r.created_at, r.priority, r.served + 1 as served
+          from reach r
+        union all
+        select c.id, c.tenant_id, c.created_at, r.priority,
+               r.served + 1 + row_number() over (partition by r.group_key
+                                                 order by c.created_at, c.id)
+          from reach r
+          cross join share
+          cross join lateral (
+              select j.id, j.tenant_id, j.created_at
+                from fairqueue.jobs j
+               where greatest(r.picks, share.per_group) > 1
+                 and j.type = p_type and j.status = 'pending'
+                 and j.group_key = r.group_key and j.run_after <= now()
+                 and (j.created_at, j.id) > (r.created_at, r.id)
+               order by j.type, j.group_key, j.created_at, j.id
+               limit greatest(r.picks, share.per_group) - 1) c
+        union all
+        -- Jobs whose claimer died before their last attempt: found by the lease index, few.
+        select j.id, j.tenant_id, j.created_at,
+               coalesce(p_plan_priorities[array_position(p_plan_names, t.plan)],
+                        p_default_priority),
+               coalesce(s.n, 0) + row_number() over (partition by j.group_key
+                                                     order by j.created_at, j.id)
+          from fairqueue.jobs j
+          left join fairqueue.groups g on g.key = j.group_key
+          left join fairqueue.tenants t on t.id = j.tenant_id
+          left join fairqueue.served s on s.type = p_type and s.group_key = j.group_key
+         where j.type = p_type and j.status = 'running' and j.lease_until < now()
+           and j.run_after <= now() and j.attempts < j.max_attempts
+           and (g.status is null or g.status = 'active')
+    ),
+    -- Locked in the order's order, passing over what another claimer holds, until the batch is
+    -- full: nothing is locked that this claim does not take, beyond the first jobs above.
+    picked as (
+        select l.id
+          from (select o.* from offered o
+                 order by o.priority desc, o.served, o.created_at, o.id) o
+          cross join lateral (
+              select j.id
+                from fairqueue.jobs j
+               where j.id = o.id and j.type = p_type and j.run_after <= now()
+                 and (j.status = 'pending'
+                      or (j.status = 'running' and j.lease_until < now()
+                          and j.attempts < j.max_attempts))
+                 for update of j skip locked) l
+         limit p_batch
+    ),
+    claimed as (
+        update fairqueue.jobs j
+           set status = 'running',
+               attempts = j.attempts + 1,
+               locked_at = now(),
+               lease_until = now() + p_lease_s * interval '1 second',
+               locked_by = p_locked_by,
+               run_id = p_run_id
+         where j.id = any(array(select p.id from picked p))
+        returning j.id, j.tenant_id
+    )
+    select array_agg(c.id), array_agg(c.tenant_id) into claimed_ids, claimed_tenants
+      from claimed c;
+
+    return query select u.id, u.tenant_id
+                   from unnest(claimed_ids, claimed_tenants) as u (id, tenant_id);
+end $$;
+
+alter function fairqueue.claim_unchecked(text, integer, double precision, text, uuid, text[],
+    integer[], integer) owner to fairqueue_owner;
+revoke all on function fairqueue.claim_unchecked(text, integer, double precision, text, uuid,
+    text[], integer[], integer) from public, fairqueue_app;
 
 -- The door: checks the arguments, then runs claim_unchecked as the owner.
 create or replace function fairqueue.claim(
     p_type text,
     p_batch integer,
-    p_pool integer,
     p_lease_s double precision,
     p_locked_by text,
     p_run_id uuid,
@@ -194,22 +318,20 @@ language sql security definer set search_path = pg_catalog, pg_temp
 as $$
 select fairqueue.door_argument(p_batch between 1 and 1000,
     format('claim: batch must be from 1 to 1000, got %s', p_batch));
-select fairqueue.door_argument(p_pool between p_batch and 10000,
-    format('claim: pool must be from the batch (%s) to 10000, got %s', p_batch, p_pool));
 select fairqueue.door_argument(p_lease_s > 0 and p_lease_s <= 86400,
     format('claim: lease_s must be over 0 and at most 86400 (a day), got %s', p_lease_s));
 select fairqueue.door_argument(p_locked_by <> '' and length(p_locked_by) <= 200,
     'claim: locked_by must be 1 to 200 characters');
-select * from fairqueue.claim_unchecked(p_type, p_batch, p_pool, p_lease_s, p_locked_by,
-    p_run_id, p_plan_names, p_plan_priorities, p_default_priority);
+select * from fairqueue.claim_unchecked(p_type, p_batch, p_lease_s, p_locked_by, p_run_id,
+    p_plan_names, p_plan_priorities, p_default_priority);
 $$;
 
-alter function fairqueue.claim(text, integer, integer, double precision, text, uuid, text[],
-    integer[], integer) owner to fairqueue_owner;
-revoke all on function fairqueue.claim(text, integer, integer, double precision, text, uuid,
-    text[], integer[], integer) from public, fairqueue_app;
-grant execute on function fairqueue.claim(text, integer, integer, double precision, text, uuid,
-    text[], integer[], integer) to fairqueue_app;
+alter function fairqueue.claim(text, integer, double precision, text, uuid, text[], integer[],
+    integer) owner to fairqueue_owner;
+revoke all on function fairqueue.claim(text, integer, double precision, text, uuid, text[],
+    integer[], integer) from public, fairqueue_app;
+grant execute on function fairqueue.claim(text, integer, double precision, text, uuid, text[],
+    integer[], integer) to fairqueue_app;
 
 -- Whether any job of the type could be claimed now: a due pending job, or a running one whose
 -- lease expired before its last attempt, in a group that is not paused. One branch per status,
@@ -237,34 +359,3 @@ $$;
 alter function fairqueue.has_claimable(text) owner to fairqueue_owner;
 revoke all on function fairqueue.has_claimable(text) from public, fairqueue_app;
 grant execute on function fairqueue.has_claimable(text) to fairqueue_app;
-
--- Whether a job of the type could be claimed now that no other transaction holds: what a claim
--- that came back short asks before it looks further down the order. Skips the rows other
--- claimers have locked, and locks the one it finds until the caller's transaction ends.
-create or replace function fairqueue.claimable_unheld(p_type text) returns boolean
-language plpgsql security definer set search_path = pg_catalog, pg_temp
-as $$
-begin
-    perform 1
-       from fairqueue.jobs j
-       left join fairqueue.groups g on g.key = j.group_key
-      where j.type = p_type and j.status = 'pending' and j.run_after <= now()
-        and (g.status is null or g.status = 'active')
-      limit 1
-        for update of j skip locked;
-    if found then
-        return true;
-    end if;
-    perform 1
-       from fairqueue.jobs j
-       left join fairqueue.groups g on g.key = j.group_key
-      where j.type = p_type and j.status = 'running' and j.run_after <= now()
-        and j.lease_until < now() and j.attempts < j.max_attempts
-        and (g.status is null or g.status = 'active')
-      limit 1
-        for update of j skip locked;
-    return found;
-end $$;
-alter function fairqueue.claimable_unheld(text) owner to fairqueue_owner;
-revoke all on function fairqueue.claimable_unheld(text) from public, fairqueue_app;
-grant execute on function fairqueue.claimable_unheld(text) to fairqueue_app;

@@ -1,5 +1,7 @@
 -- The served counts: how many jobs of each type each group was served in the last day, kept by
--- the triggers on jobs (sql/triggers/jobs_served.sql) and expired by expire_served.
+-- the triggers on jobs (sql/triggers/jobs_served.sql) and expired by expire_served. The same rows
+-- carry each group's standing in the claim's order: its head, when its next job comes due, its
+-- plan and whether it is paused.
 --
 -- A change to jobs served near the one-day edge takes this lock shared, so it cannot interleave
 -- with expire_served, which takes it exclusively while it moves the watermark.
@@ -33,7 +35,7 @@ grant execute on function fairqueue.served_near_edge(timestamp with time zone) t
 -- when another transaction holds the edge lock; the caller then reads counts that
 -- are at most that transaction's length stale.
 create or replace function fairqueue.expire_served() returns boolean
-language plpgsql security definer set search_path = pg_catalog, pg_temp
+language plpgsql security definer set search_path = pg_catalog, pg_temp set jit = off
 as $$
 declare
     wm timestamptz;
@@ -59,3 +61,69 @@ end $$;
 alter function fairqueue.expire_served() owner to fairqueue_owner;
 revoke all on function fairqueue.expire_served() from public, fairqueue_app;
 grant execute on function fairqueue.expire_served() to fairqueue_app;
+
+-- A group's head: its oldest due pending job of the type, the job the group offers first. The
+-- one definition of it, for the triggers that keep the head and the claim that repairs it.
+-- A set of at most one row, so that the planner inlines it where it is read.
+create or replace function fairqueue.group_head(p_type text, p_group_key text)
+returns table (created_at timestamp with time zone, id uuid)
+language sql stable rows 1
+as $$
+select j.created_at, j.id
+  from fairqueue.jobs j
+ where j.type = p_type and j.group_key = p_group_key and j.status = 'pending'
+   and j.run_after <= now()
+ order by j.type, j.group_key, j.created_at, j.id
+ limit 1
+$$;
+alter function fairqueue.group_head(text, text) owner to fairqueue_owner;
+revoke all on function fairqueue.group_head(text, text) from public, fairqueue_app;
+
+-- When the group's next pending job that is not due yet comes due; null when there is none.
+create or replace function fairqueue.group_wake(p_type text, p_group_key text)
+returns timestamp with time zone
+language sql stable
+as $$
+select min(j.run_after)
+  from fairqueue.jobs j
+ where j.type = p_type and j.group_key = p_group_key and j.status = 'pending'
+   and j.run_after > now()
+$$;
+alter function fairqueue.group_wake(text, text) owner to fairqueue_owner;
+revoke all on function fairqueue.group_wake(text, text) from public, fairqueue_app;
+
+-- Sets the head of these (type, group key) rows from the jobs themselves, after a statement took
+-- due pending jobs away from them. The caller holds the rows locked, so this statement's fresh
+-- snapshot sees every change by a transaction that held them before.
+create or replace function fairqueue.recompute_heads(p_types text[], p_group_keys text[])
+returns void
+language sql set search_path = pg_catalog, pg_temp
+as $$
+update fairqueue.served s
+   set (head_created_at, head_id) = (select h.created_at, h.id
+                                       from fairqueue.group_head(s.type, s.group_key) h)
+  from unnest(p_types, p_group_keys) as k (type, group_key)
+ where s.type = k.type and s.group_key = k.group_key
+$$;
+alter function fairqueue.recompute_heads(text[], text[]) owner to fairqueue_owner;
+revoke all on function fairqueue.recompute_heads(text[], text[]) from public, fairqueue_app;
+
+-- Sets the whole standing of these rows from the jobs, the tenant and the group: head, wake
+-- time, plan and pause. For groups whose jobs came due, and for a standing the claim found
+-- wrong. The caller holds the rows locked.
+create or replace function fairqueue.recompute_standings(p_types text[], p_group_keys text[])
+returns void
+language sql set search_path = pg_catalog, pg_temp
+as $$
+update fairqueue.served s
+   set (head_created_at, head_id) = (select h.created_at, h.id
+                                       from fairqueue.group_head(s.type, s.group_key) h),
+       wake_at = fairqueue.group_wake(s.type, s.group_key),
+       paused = exists (select 1 from fairqueue.groups g
+                         where g.key = s.group_key and g.status = 'paused'),
+       plan = coalesce((select t.plan from fairqueue.tenants t where t.id = s.tenant_id), '')
+  from unnest(p_types, p_group_keys) as k (type, group_key)
+ where s.type = k.type and s.group_key = k.group_key
+$$;
+alter function fairqueue.recompute_standings(text[], text[]) owner to fairqueue_owner;
+revoke all on function fairqueue.recompute_standings(text[], text[]) from public, fairqueue_app;

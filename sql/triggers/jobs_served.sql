@@ -1,57 +1,187 @@
--- The served counts follow every change to jobs: statement-level triggers that add what became
--- served in the last day and take away what stopped being so, per type and group key. Rows are
--- written in key order, so overlapping claims never deadlock on them. They run as the owner
--- (security definer): only these triggers write served, whoever changed jobs.
-create or replace function fairqueue.jobs_served_insert() returns trigger
-language plpgsql security definer set search_path = pg_catalog, pg_temp
+-- The served rows follow every change to jobs: statement-level triggers that add what became
+-- served in the last day and take away what stopped being so, per type and group key, and keep
+-- each group's standing in the claim's order (sql/0019_standings.sql): a job that becomes due
+-- and pending can only move the head earlier, so it is compared in; a statement that takes the
+-- head's job (or any due pending job) away locks the row, then sets the head again from the jobs
+-- in a statement of its own, whose fresh snapshot sees whoever held the row before. Rows are
+-- locked in key order, so overlapping statements never deadlock on them. They run as the owner
+-- (security definer): only these triggers and the claim write served, whoever changed jobs.
+
+-- Applies one statement's changes, aggregated per (type, group key): n_delta to the count, a
+-- candidate head and wake time compared in. Only rows that change are written, but every row
+-- named is locked, so the caller may set heads again afterwards.
+create or replace function fairqueue.served_apply(p_types text[], p_group_keys text[],
+    p_tenant_ids text[], p_n_deltas bigint[], p_head_created_ats timestamp with time zone[],
+    p_head_ids uuid[], p_wake_ats timestamp with time zone[]) returns void
+language sql set search_path = pg_catalog, pg_temp
 as $$
+insert into fairqueue.served as s (type, group_key, n, tenant_id, plan, paused, head_created_at,
+                                   head_id, wake_at)
+select c.type, c.group_key, c.n_delta, c.tenant_id, coalesce(t.plan, ''),
+       coalesce(g.status = 'paused', false), c.head_created_at, c.head_id, c.wake_at
+  from unnest(p_types, p_group_keys, p_tenant_ids, p_n_deltas, p_head_created_ats, p_head_ids,
+              p_wake_ats)
+       as c (type, group_key, tenant_id, n_delta, head_created_at, head_id, wake_at)
+  left join fairqueue.tenants t on t.id = c.tenant_id
+  left join fairqueue.groups g on g.key = c.group_key
+ order by c.type, c.group_key
+on conflict (type, group_key) do update
+   set n = s.n + excluded.n,
+       tenant_id = coalesce(excluded.tenant_id, s.tenant_id),
+       head_created_at = case when excluded.head_id is not null
+                               and (s.head_id is null
+                                    or (excluded.head_created_at, excluded.head_id)
+                                       < (s.head_created_at, s.head_id))
+                              then excluded.head_created_at else s.head_created_at end,
+       head_id = case when excluded.head_id is not null
+                       and (s.head_id is null
+                            or (excluded.head_created_at, excluded.head_id)
+                               < (s.head_created_at, s.head_id))
+                      then excluded.head_id else s.head_id end,
+       wake_at = least(s.wake_at, excluded.wake_at)
+ where excluded.n <> 0
+    or (excluded.head_id is not null
+        and (s.head_id is null
+             or (excluded.head_created_at, excluded.head_id) < (s.head_created_at, s.head_id)))
+    or (excluded.wake_at is not null and (s.wake_at is null or excluded.wake_at < s.wake_at))
+$$;
+alter function fairqueue.served_apply(text[], text[], text[], bigint[],
+    timestamp with time zone[], uuid[], timestamp with time zone[]) owner to fairqueue_owner;
+revoke all on function fairqueue.served_apply(text[], text[], text[], bigint[],
+    timestamp with time zone[], uuid[], timestamp with time zone[]) from public, fairqueue_app;
+
+create or replace function fairqueue.jobs_served_insert() returns trigger
+language plpgsql security definer set search_path = pg_catalog, pg_temp set jit = off
+as $$
+declare
+    c record;
 begin
     perform fairqueue.served_near_edge((select min(served_at) from new_rows));
-    insert into fairqueue.served as s (type, group_key, n)
-    select type, group_key, count(*)
-      from new_rows
-     where served_at > (select watermark from fairqueue.served_watermark)
-     group by 1, 2
-     order by 1, 2
-    on conflict (type, group_key) do update set n = s.n + excluded.n;
+    select array_agg(a.type order by a.type, a.group_key) as types,
+           array_agg(a.group_key order by a.type, a.group_key) as keys,
+           array_agg(a.tenant_id order by a.type, a.group_key) as tenants,
+           array_agg(a.n_delta order by a.type, a.group_key) as deltas,
+           array_agg(a.head_created_at order by a.type, a.group_key) as head_ats,
+           array_agg(a.head_id order by a.type, a.group_key) as head_ids,
+           array_agg(a.wake_at order by a.type, a.group_key) as wakes
+      into c
+      from (select r.type, r.group_key, min(r.tenant_id) as tenant_id,
+                   count(*) filter (where r.served_at > w.watermark) as n_delta,
+                   (array_agg(r.created_at order by r.created_at, r.id)
+                        filter (where r.status = 'pending' and r.run_after <= now()))[1]
+                       as head_created_at,
+                   (array_agg(r.id order by r.created_at, r.id)
+                        filter (where r.status = 'pending' and r.run_after <= now()))[1]
+                       as head_id,
+                   min(r.run_after) filter (where r.status = 'pending' and r.run_after > now())
+                       as wake_at
+              from new_rows r, fairqueue.served_watermark w
+             where r.status = 'pending' or r.served_at > w.watermark
+             group by 1, 2) a;
+    if c.types is not null then
+        perform fairqueue.served_apply(c.types, c.keys, c.tenants, c.deltas, c.head_ats,
+                                       c.head_ids, c.wakes);
+    end if;
     return null;
 end $$;
 alter function fairqueue.jobs_served_insert() owner to fairqueue_owner;
 revoke all on function fairqueue.jobs_served_insert() from public, fairqueue_app;
 
+-- An update may count a job served or not, make it due and pending (a retry, a job given back, a
+-- lane's next job) or take it away from the due pending ones (a claim, a cancel).
 create or replace function fairqueue.jobs_served_update() returns trigger
-language plpgsql security definer set search_path = pg_catalog, pg_temp
+language plpgsql security definer set search_path = pg_catalog, pg_temp set jit = off
 as $$
+declare
+    c record;
+    d record;
 begin
     perform fairqueue.served_near_edge(
         least((select min(served_at) from old_rows), (select min(served_at) from new_rows)));
-    insert into fairqueue.served as s (type, group_key, n)
-    select type, group_key, sum(d)
-      from (select type, group_key, -1 as d, served_at from old_rows
-            union all
-            select type, group_key, 1, served_at from new_rows) as changed
-     where served_at > (select watermark from fairqueue.served_watermark)
-     group by 1, 2
-    having sum(d) <> 0
-     order by 1, 2
-    on conflict (type, group_key) do update set n = s.n + excluded.n;
+    select array_agg(a.type order by a.type, a.group_key) as types,
+           array_agg(a.group_key order by a.type, a.group_key) as keys,
+           array_agg(a.tenant_id order by a.type, a.group_key) as tenants,
+           array_agg(a.n_delta order by a.type, a.group_key) as deltas,
+           array_agg(a.head_created_at order by a.type, a.group_key) as head_ats,
+           array_agg(a.head_id order by a.type, a.group_key) as head_ids,
+           array_agg(a.wake_at order by a.type, a.group_key) as wakes,
+           array_agg(a.type order by a.type, a.group_key) filter (where a.departed) as gone_types,
+           array_agg(a.group_key order by a.type, a.group_key) filter (where a.departed)
+               as gone_keys
+      into c
+      from (select ch.type, ch.group_key, min(ch.tenant_id) as tenant_id,
+                   coalesce(sum(ch.served), 0)::bigint as n_delta,
+                   (array_agg(ch.created_at order by ch.created_at, ch.id)
+                        filter (where ch.arrived))[1] as head_created_at,
+                   (array_agg(ch.id order by ch.created_at, ch.id)
+                        filter (where ch.arrived))[1] as head_id,
+                   min(ch.wake_at) as wake_at,
+                   bool_or(ch.departed) as departed
+              from (select v.type, v.group_key, v.tenant_id, v.id, v.created_at, v.served,
+                           v.is_new and v.due and not bool_or(not v.is_new and v.due)
+                               over (partition by v.id, v.type, v.group_key, v.created_at)
+                               as arrived,
+                           case when v.is_new and v.pending and not v.due then v.run_after end
+                               as wake_at,
+                           not v.is_new and v.due and not bool_or(v.is_new and v.due)
+                               over (partition by v.id, v.type, v.group_key, v.created_at)
+                               as departed
+                      from (select o.type, o.group_key, o.tenant_id, o.id, o.created_at,
+                                   o.run_after, false as is_new, o.status = 'pending' as pending,
+                                   o.status = 'pending' and o.run_after <= now() as due,
+                                   case when o.served_at > w.watermark then -1 end as served
+                              from old_rows o, fairqueue.served_watermark w
+                            union all
+                            select n.type, n.group_key, n.tenant_id, n.id, n.created_at,
+                                   n.run_after, true, n.status = 'pending',
+                                   n.status = 'pending' and n.run_after <= now(),
+                                   case when n.served_at > w.watermark then 1 end
+                              from new_rows n, fairqueue.served_watermark w) v) ch
+             group by 1, 2
+            having coalesce(sum(ch.served), 0) <> 0 or bool_or(ch.arrived)
+                or bool_or(ch.departed) or min(ch.wake_at) is not null) a;
+    if c.types is not null then
+        perform fairqueue.served_apply(c.types, c.keys, c.tenants, c.deltas, c.head_ats,
+                                       c.head_ids, c.wakes);
+        if c.gone_types is not null then
+            perform fairqueue.recompute_heads(c.gone_types, c.gone_keys);
+        end if;
+    end if;
     return null;
 end $$;
 alter function fairqueue.jobs_served_update() owner to fairqueue_owner;
 revoke all on function fairqueue.jobs_served_update() from public, fairqueue_app;
 
 create or replace function fairqueue.jobs_served_delete() returns trigger
-language plpgsql security definer set search_path = pg_catalog, pg_temp
+language plpgsql security definer set search_path = pg_catalog, pg_temp set jit = off
 as $$
+declare
+    c record;
 begin
     perform fairqueue.served_near_edge((select min(served_at) from old_rows));
-    insert into fairqueue.served as s (type, group_key, n)
-    select type, group_key, -count(*)
-      from old_rows
-     where served_at > (select watermark from fairqueue.served_watermark)
-     group by 1, 2
-     order by 1, 2
-    on conflict (type, group_key) do update set n = s.n + excluded.n;
+    select array_agg(a.type order by a.type, a.group_key) as types,
+           array_agg(a.group_key order by a.type, a.group_key) as keys,
+           array_agg(a.n_delta order by a.type, a.group_key) as deltas,
+           array_agg(a.type order by a.type, a.group_key) filter (where a.departed) as gone_types,
+           array_agg(a.group_key order by a.type, a.group_key) filter (where a.departed)
+               as gone_keys
+      into c
+      from (select r.type, r.group_key,
+                   -count(*) filter (where r.served_at > w.watermark) as n_delta,
+                   bool_or(r.status = 'pending' and r.run_after <= now()) as departed
+              from old_rows r, fairqueue.served_watermark w
+             where (r.status = 'pending' and r.run_after <= now()) or r.served_at > w.watermark
+             group by 1, 2) a;
+    if c.types is not null then
+        perform fairqueue.served_apply(c.types, c.keys,
+            array_fill(null::text, array[cardinality(c.types)]), c.deltas,
+            array_fill(null::timestamptz, array[cardinality(c.types)]),
+            array_fill(null::uuid, array[cardinality(c.types)]),
+            array_fill(null::timestamptz, array[cardinality(c.types)]));
+        if c.gone_types is not null then
+            perform fairqueue.recompute_heads(c.gone_types, c.gone_keys);
+        end if;
+    end if;
     return null;
 end $$;
 alter function fairqueue.jobs_served_delete() owner to fairqueue_owner;

@@ -44,7 +44,7 @@ def test_a_claim_whose_candidates_are_held_takes_the_next_ones(conn: Connection,
     with psycopg.connect(dsn) as holder, connect(dsn, autocommit=True) as claimer:
         # Another claimer's batch of 200, its transaction still open: the best candidates.
         holder.execute(
-            "select fairqueue.claim('held', 200, 200, 600, 'holder', null, array[]::text[],"
+            "select fairqueue.claim('held', 200, 600, 'holder', null, array[]::text[],"
             " array[]::integer[], 1)"
         ).fetchall()
         claimed = claim_batch(claimer, "held", batch=BATCH, lease_s=600, locked_by="claimer")

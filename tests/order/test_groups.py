@@ -57,7 +57,7 @@ def test_two_tenants_groups_of_one_name_keep_their_own_served_counts(dsn, conn) 
     a_next = [enqueue(conn, "grouped", {}, tenant_id="a", group_id="inbox") for _ in range(3)]
     b_next = [enqueue(conn, "grouped", {}, tenant_id="b", group_id="inbox") for _ in range(3)]
     served = conn.execute(
-        "select group_key, n from fairqueue.served where type = 'grouped' order by 1"
+        "select group_key, n from fairqueue.served where type = 'grouped' and n <> 0 order by 1"
     ).fetchall()
     assert [(s["group_key"], s["n"]) for s in served] == [("a/inbox", 5)]
 

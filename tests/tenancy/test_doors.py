@@ -54,10 +54,10 @@ def test_the_served_triggers_still_count_for_the_application_role(
 
 PLANS = "array['free']::text[], array[0]::integer[], 0"
 HOSTILE_CALLS = [
-    f"select * from fairqueue.claim('served_kind', 1000000, 1000000, 10, 'me', null, {PLANS})",
-    f"select * from fairqueue.claim('served_kind', 10, 40, 1e9, 'me', null, {PLANS})",
-    f"select * from fairqueue.claim('served_kind', 0, 40, 60, 'me', null, {PLANS})",
-    f"select * from fairqueue.claim('served_kind', 10, 40, 60, '', null, {PLANS})",
+    f"select * from fairqueue.claim('served_kind', 1000000, 10, 'me', null, {PLANS})",
+    f"select * from fairqueue.claim('served_kind', 10, 1e9, 'me', null, {PLANS})",
+    f"select * from fairqueue.claim('served_kind', 0, 60, 'me', null, {PLANS})",
+    f"select * from fairqueue.claim('served_kind', 10, 60, '', null, {PLANS})",
     "select fairqueue.prune_jobs(interval '-1 day', 100)",
     "select fairqueue.prune_jobs(interval '1 day', 100000000)",
     "select fairqueue.trim_outputs(interval '-1 day', 100)",
@@ -66,7 +66,7 @@ HOSTILE_CALLS = [
     "select * from fairqueue.fail_abandoned(array['served_kind'], 1000000)",
     "select * from fairqueue.stale_doorbells(array['served_kind'], interval '-1 s', 10)",
     "select * from fairqueue.stalled_lanes(-1)",
-    "select * from fairqueue.claim_unchecked('served_kind', 10, 40, 60, 'me', null, " + PLANS + ")",
+    "select * from fairqueue.claim_unchecked('served_kind', 10, 60, 'me', null, " + PLANS + ")",
 ]
 
 
@@ -97,7 +97,7 @@ def test_a_door_within_bounds_answers(dsn: str, conn: Connection) -> None:
     enqueue(conn, "served_kind", {}, tenant_id="a")
     with connect(dsn, autocommit=True) as app:
         claimed = app.execute(
-            f"select * from fairqueue.claim('served_kind', 1000, 4000, 86400, 'me', null, {PLANS})"
+            f"select * from fairqueue.claim('served_kind', 1000, 86400, 'me', null, {PLANS})"
         ).fetchall()
         assert [row["tenant_id"] for row in claimed] == ["a"]
         assert (

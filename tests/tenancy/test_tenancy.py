@@ -161,7 +161,6 @@ def test_protect_table_refuses_a_column_it_cannot_clamp(conn) -> None:
 DOORS = {
     "claim",
     "has_claimable",
-    "claimable_unheld",
     "analyze_when_stale",
     "fail_abandoned",
     "queue_status",
@@ -189,8 +188,17 @@ def test_only_the_documented_doors_run_as_their_owner_and_none_returns_a_payload
         " where p.prosecdef and p.pronamespace in ("
         "   select oid from pg_namespace where nspname not in ('pg_catalog', 'information_schema'))"
     ).fetchall()
-    # The served counter's triggers run as the owner too: the counts are the owner's to write.
-    triggers = {"jobs_served_insert", "jobs_served_update", "jobs_served_delete"}
+    # The triggers that keep the served rows (counts and standings) run as the owner too: those
+    # rows are the owner's to write.
+    triggers = {
+        "jobs_served_insert",
+        "jobs_served_update",
+        "jobs_served_delete",
+        "tenants_plan_changed",
+        "tenants_removed",
+        "groups_status_changed",
+        "groups_removed",
+    }
     assert {d["proname"] for d in definers} == DOORS | triggers
     assert not [d for d in definers if "payload" in d["result"]]
     views = conn.execute(

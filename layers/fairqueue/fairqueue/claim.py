@@ -73,13 +73,6 @@ class ClaimedJob:
         return self.upstream_id is not None and not self.released
 
 
-# Candidates read per claim, as a multiple of the batch, so rows another claimer holds can be
-# skipped without coming back empty. A claim that still comes back short while jobs nobody holds
-# are left looks this many times further down the order, up to the largest pool the door takes.
-POOL_FACTOR = 4
-MAX_POOL = 10_000
-
-
 def claim_batch(
     conn: Connection,
     job_type: str,
@@ -104,31 +97,20 @@ def claim_batch(
     # holds counter rows locked by it while waiting for others.
     conn.execute(query("expire_served"))
     conn.execute(query("analyze_when_stale"))
-    rows: list[dict[str, Any]] = []
-    pool = batch * POOL_FACTOR
-    while True:
-        with conn.transaction():
-            rows += conn.execute(
-                query("claim_batch"),
-                {
-                    "type": job_type,
-                    "batch": batch - len(rows),
-                    "pool": pool,
-                    "lease_s": lease_s,
-                    "locked_by": locked_by,
-                    "run_id": run_id,
-                    **plans.claim_params(),
-                },
-            ).fetchall()
-            # Short because other claimers hold the candidates, not because the work ran out:
-            # look further down the order instead of reporting no work.
-            further = len(rows) < batch and pool < MAX_POOL
-            if further:
-                unheld = conn.execute(query("claimable_unheld"), {"type": job_type}).fetchone()
-                further = unheld is not None and bool(unheld["found"])
-        if not further:
-            break
-        pool = min(pool * POOL_FACTOR, MAX_POOL)
+    # Groups other claimers hold are passed over inside the claim: a short batch means the
+    # groups nobody holds ran out.
+    with conn.transaction():
+        rows = conn.execute(
+            query("claim_batch"),
+            {
+                "type": job_type,
+                "batch": batch,
+                "lease_s": lease_s,
+                "locked_by": locked_by,
+                "run_id": run_id,
+                **plans.claim_params(),
+            },
+        ).fetchall()
     if not rows:
         return []
     found = conn.execute(

@@ -14,12 +14,8 @@ select fairqueue.analyze_when_stale() as analyzed;
 -- name: claim_batch
 -- The fair claim is a door (sql/functions/claim.sql): ids and tenant ids only.
 select id, tenant_id
-  from fairqueue.claim(%(type)s, %(batch)s, %(pool)s, %(lease_s)s, %(locked_by)s, %(run_id)s,
+  from fairqueue.claim(%(type)s, %(batch)s, %(lease_s)s, %(locked_by)s, %(run_id)s,
                        %(plan_names)s, %(plan_priorities)s, %(default_priority)s);
-
--- name: claimable_unheld
--- A door (sql/functions/claim.sql): a claimable job no other transaction holds exists.
-select fairqueue.claimable_unheld(%(type)s) as found;
 
 -- name: read_claimed
 -- A batch's claimed jobs, each read under its own tenant's clamp
