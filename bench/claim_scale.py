@@ -17,13 +17,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
+from typing import Any
 
 from fairqueue.claim import ClaimedJob, by_tenant, claim_batch, give_back
 from fairqueue.db import Connection
 
 from . import database, load
 from .errors import BenchError
+from .formats import ratio
 from .latency import percentile
 from .sizes import Sizes
 
@@ -171,3 +173,63 @@ def claim_vs_groups(conn: Connection, sizes: Sizes, progress: Progress) -> list[
     cases = [measure(conn, sizes, groups, progress) for groups in sizes.scale_groups]
     database.reset(conn)
     return cases
+
+
+def as_json(cases: list[ScaleCase]) -> list[dict[str, Any]]:
+    """Every case, with its warm and cold figures against those at the fewest groups."""
+    if not cases:
+        return []
+    base = min(cases, key=lambda c: c.groups)
+    return [
+        {
+            **asdict(c),
+            "p99_ratio_to_fewest_groups": round(c.p99_ms / base.p99_ms, 3),
+            "cold_ratio_to_fewest_groups": round(c.cold_ms / base.cold_ms, 3),
+        }
+        for c in cases
+    ]
+
+
+def report_table(cases: list[ScaleCase]) -> tuple[list[str], str, list[list[str]]]:
+    """The report's table (header, alignment, rows): per count of groups a warm row and a cold
+    one, each p99 against the same kind of row at the fewest groups."""
+    if not cases:
+        return [], "", []
+    base = min(cases, key=lambda c: c.groups)
+    header = [
+        "groups with work",
+        "tenants",
+        "pending",
+        "claim",
+        "claims timed",
+        "p50 ms",
+        "p99 ms",
+        f"p99 vs {base.groups:,} groups",
+        "load s",
+    ]
+    rows = []
+    for c in sorted(cases, key=lambda c: c.groups):
+        owners = [f"{c.groups:,}", f"{c.tenants:,}", f"{c.pending:,}"]
+        rows.append(
+            [
+                *owners,
+                "after ANALYZE",
+                str(c.samples),
+                f"{c.p50_ms:.2f}",
+                f"{c.p99_ms:.2f}",
+                ratio(c.p99_ms, base.p99_ms),
+                f"{c.load_s:.1f}",
+            ]
+        )
+        rows.append(
+            [
+                *owners,
+                "cold: first after the load",
+                "1",
+                f"{c.cold_ms:.2f}",
+                f"{c.cold_ms:.2f}",
+                ratio(c.cold_ms, base.cold_ms),
+                "",
+            ]
+        )
+    return header, "rrrlrrrrr", rows
