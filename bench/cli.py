@@ -11,7 +11,7 @@ from pathlib import Path
 
 from fairqueue.db import Connection, connect
 
-from . import database, fairness, health, latency, throughput
+from . import claim_scale, database, fairness, health, latency, throughput
 from .machine import library_fingerprint, machine
 from .peers import PEERS
 from .peers.workers import PeerDrain, timed_drain
@@ -79,6 +79,7 @@ def run(dsn: str, sizes: Sizes, server: str, progress: Progress, *, keep: bool) 
         ours, theirs = drains(conn, dsn, peer_dsns, sizes, progress)
         cases = latency.last_day_history(conn, sizes, progress)
         cases.append(latency.expired_history(conn, sizes, progress))
+        scale = claim_scale.claim_vs_groups(conn, sizes, progress)
         sent = fairness.arrivals(sizes)
         fair = [fairness.run_fairqueue(conn, dsn, sizes, sent)]
         progress(fairness_line(fair[-1]))
@@ -103,6 +104,7 @@ def run(dsn: str, sizes: Sizes, server: str, progress: Progress, *, keep: bool) 
         throughput=ours,
         peer_drains=theirs,
         latency=cases,
+        claim_scale=scale,
         fairness=fair,
         health=churned,
         elapsed_s=time.monotonic() - started,

@@ -8,7 +8,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from . import chart
+from . import chart, claim_scale
 from .formats import MIB, count, percent, plural, ratio, title
 from .results import BARE, FAIRQUEUE, FAIRQUEUE_GROUPS, Results
 from .targets import evaluate
@@ -92,6 +92,7 @@ def as_json(results: Results) -> dict[str, Any]:
             }
             for c in results.latency
         ],
+        "claim_scale": claim_scale.as_json(results.claim_scale),
         "fairness": [
             {
                 **asdict(f),
@@ -282,6 +283,25 @@ def latency_section(results: Results) -> list[str]:
     ]
 
 
+def claim_scale_section(results: Results) -> list[str]:
+    s = results.sizes
+    header, align, rows = claim_scale.report_table(results.claim_scale)
+    return [
+        f"### Claim latency against groups: claim_batch (batch {s.scale_batch}), fairness on",
+        "",
+        f"For each count of groups with pending work: {claim_scale.JOBS_PER_GROUP} pending jobs"
+        f" per group, one tenant per {claim_scale.GROUPS_PER_TENANT} groups (the plan mix of the"
+        " other workloads), loaded in SQL into emptied tables. The cold row is the first claim"
+        " right after the load, before the bench analyzes (the library may analyze inside it);"
+        f" then VACUUM ANALYZE, {s.scale_warmup} untimed claims and {s.scale_samples} timed ones"
+        f"{' (the p99 of so few is their slowest)' if s.scale_samples <= 100 else ''}. A timed"
+        " claim is the whole claim_batch call: the claim and the read of the batch under each"
+        " tenant's clamp; each batch is given back untimed, so the backlog stays the same.",
+        "",
+        *_table(header, align, rows),
+    ]
+
+
 def fairness_section(results: Results) -> list[str]:
     s = results.sizes
     rows = [
@@ -394,6 +414,8 @@ def markdown(results: Results) -> str:
         *drain_section(results),
         "",
         *latency_section(results),
+        "",
+        *claim_scale_section(results),
         "",
         *fairness_section(results),
         "",

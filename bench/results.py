@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .claim_scale import ScaleCase
 from .fairness import FairnessResult
 from .health import TableHealth
 from .latency import LatencyCase
@@ -31,6 +32,8 @@ class Results:
     throughput: list[Drain]
     peer_drains: list[PeerDrain]
     latency: list[LatencyCase]
+    # Claim latency against the groups with pending work, fewest groups first.
+    claim_scale: list[ScaleCase]
     fairness: list[FairnessResult]
     health: list[TableHealth]
     elapsed_s: float

@@ -44,6 +44,12 @@ class Sizes:
     churn_round: int
     churn_workers: int
     peer_churn: Mapping[str, int]
+    # Claim latency against groups (bench/claim_scale.py): each count of groups with pending
+    # work, the claim's batch, claims timed per count and untimed claims before them.
+    scale_groups: tuple[int, ...]
+    scale_batch: int
+    scale_samples: int
+    scale_warmup: int
 
     @property
     def groups(self) -> int:
@@ -77,6 +83,10 @@ FULL = Sizes(
     churn_workers=4,
     # About 1,000 jobs/s here: a million would take a quarter of an hour.
     peer_churn={"procrastinate": 100_000},
+    scale_groups=(100, 1_000, 10_000, 100_000),
+    scale_batch=100,
+    scale_samples=35,
+    scale_warmup=5,
 )
 
 SMOKE = Sizes(
@@ -102,4 +112,8 @@ SMOKE = Sizes(
     churn_round=200,
     churn_workers=1,
     peer_churn={},
+    scale_groups=(10, 100),
+    scale_batch=20,
+    scale_samples=35,
+    scale_warmup=2,
 )

@@ -2,8 +2,10 @@
 
 Drain targets compare each system at its best worker count; the latency target compares the
 claim's p99 at the largest history with its p99 at the second size (10M against 100k in the
-full run), for each pending backlog; the fairness target is fairqueue's mean Jain's index
-over the scored windows, beside each peer's.
+full run), for each pending backlog; the claim-against-groups target compares the claim's p99
+at the most groups with pending work with its p99 at the fewest (100,000 against 100 in the
+full run); the fairness target is fairqueue's mean Jain's index over the scored windows,
+beside each peer's.
 """
 
 from __future__ import annotations
@@ -69,6 +71,24 @@ def _latency(results: Results) -> list[Target]:
     return found
 
 
+def _claim_scale(results: Results) -> list[Target]:
+    cases = sorted(results.claim_scale, key=lambda c: c.groups)
+    if len(cases) < 2:
+        return []
+    low, high = cases[0], cases[-1]
+    ratio = high.p99_ms / low.p99_ms
+    return [
+        Target(
+            goal=f"claim p99 at {high.groups:,} groups within {MAX_P99_GROWTH:g}x of p99 at"
+            f" {low.groups:,} groups (batch {high.batch}, claimed and read)",
+            fairqueue=f"{high.p99_ms:.1f} ms",
+            other=f"{low.p99_ms:.1f} ms at {low.groups:,} groups",
+            ratio=ratio,
+            met=ratio <= MAX_P99_GROWTH,
+        )
+    ]
+
+
 def _fairness(results: Results) -> list[Target]:
     ours = next((f for f in results.fairness if f.system == FAIRQUEUE), None)
     if ours is None:
@@ -103,5 +123,6 @@ def evaluate(results: Results) -> list[Target]:
     return [
         *(t for t in drains if t is not None),
         *_latency(results),
+        *_claim_scale(results),
         *_fairness(results),
     ]

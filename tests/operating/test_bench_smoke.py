@@ -42,6 +42,7 @@ def test_smoke_run_has_every_section_with_positive_numbers(admin_dsn: str, tmp_p
         "### Targets",
         "### Drain",
         "### Claim latency",
+        "### Claim latency against groups",
         "### Fairness under skew",
         "### Table health after churn",
     ):
@@ -60,6 +61,7 @@ def test_smoke_run_has_every_section_with_positive_numbers(admin_dsn: str, tmp_p
     check_throughput(results["throughput"], sizes)
     check_drain(results["drain"], results["peer_drains"], sizes)
     check_latency(results["claim_latency"], sizes)
+    check_claim_scale(results["claim_scale"], sizes)
     check_fairness(results["fairness"], sizes)
     check_health(results["health"], sizes)
 
@@ -130,6 +132,16 @@ def check_latency(cases: list[dict[str, Any]], sizes: dict[str, Any]) -> None:
             assert case[key] > 0, (case["pending"], case["history"], key)
     assert cases[-1]["expired_rows"] == sizes["expired_history"]
     assert cases[-1]["first_claim_ms"] > 0
+
+
+def check_claim_scale(cases: list[dict[str, Any]], sizes: dict[str, Any]) -> None:
+    assert [c["groups"] for c in cases] == sizes["scale_groups"]
+    for case in cases:
+        assert case["pending"] == 3 * case["groups"]
+        assert case["tenants"] * 5 == case["groups"]
+        assert case["samples"] == sizes["scale_samples"]
+        for key in ("p50_ms", "p99_ms", "cold_ms", "p99_ratio_to_fewest_groups"):
+            assert case[key] > 0, (case["groups"], key)
 
 
 def check_fairness(found: list[dict[str, Any]], sizes: dict[str, Any]) -> None:

@@ -1,0 +1,235 @@
+"""Claim latency against groups: `fairqueue.claim.claim_batch` as the groups with work grow.
+
+For each count of groups with pending work (100 to 100,000 in the full run) the queue is
+emptied and loaded afresh in SQL: three pending jobs per group, five groups per tenant, the
+tenants on the plans of fairqueue.plans.PLANS in bench/load.py's mix. The first claim right
+after the load is timed on its own, before the bench analyzes anything (the cold row; the
+library may analyze the table itself inside that claim). Then the tables are vacuumed and
+analyzed, a few claims warm up, and `scale_samples` claims are timed.
+
+A timed claim is one call of the library's claim_batch, which claims the batch in fair order and
+reads it under each job's tenant clamp. Outside the timed section each batch is checked (every
+job came back with its payload, so the read happened) and given back with give_back, so the
+backlog and the served counts stay the same from one claim to the next.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+from fairqueue.claim import ClaimedJob, by_tenant, claim_batch, give_back
+from fairqueue.db import Connection
+
+from . import database, load
+from .errors import BenchError
+from .formats import ratio
+from .latency import percentile
+from .sizes import Sizes
+
+JOB_TYPE = "bench_claim_scale"
+LOCKED_BY = "bench:claim_scale"
+LEASE_S = 300.0
+JOBS_PER_GROUP = 3
+GROUPS_PER_TENANT = 5
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class ScaleCase:
+    groups: int
+    tenants: int
+    pending: int
+    batch: int
+    samples: int
+    p50_ms: float
+    p90_ms: float
+    p99_ms: float
+    max_ms: float
+    # The first claim after the bulk load, before the bench's ANALYZE (one claim, so one figure).
+    cold_ms: float
+    load_s: float
+
+
+_TENANTS = """
+insert into fairqueue.tenants (id, plan)
+select t.id, t.plan from unnest(%(ids)s::text[], %(plans)s::text[]) as t (id, plan)
+"""
+
+_GROUPS = """
+insert into fairqueue.groups (id, tenant_id, status)
+select g.id, g.tenant_id, 'active'
+  from unnest(%(ids)s::text[], %(tenant_ids)s::text[]) as g (id, tenant_id)
+"""
+
+
+def owner_sizes(sizes: Sizes, groups: int) -> Sizes:
+    """`sizes` with the owners of this load, so bench/load.py's job loader spreads the jobs over
+    exactly these tenants and groups."""
+    if groups % GROUPS_PER_TENANT:
+        raise BenchError(f"{groups} groups are not a whole number of tenants")
+    return replace(sizes, tenants=groups // GROUPS_PER_TENANT, groups_per_tenant=GROUPS_PER_TENANT)
+
+
+def load_backlog(conn: Connection, owners: Sizes) -> float:
+    """Empty the queue, then tenants, their active groups and JOBS_PER_GROUP pending jobs per
+    group, each in one statement; the seconds it took."""
+    started = time.perf_counter()
+    database.reset(conn)
+    tenants = range(owners.tenants)
+    with conn.transaction():
+        conn.execute(
+            _TENANTS,
+            {
+                "ids": [load.tenant_id(t) for t in tenants],
+                "plans": [load.plan_for(t) for t in tenants],
+            },
+        )
+        conn.execute(
+            _GROUPS,
+            {
+                "ids": [
+                    load.group_id(t, k) for t in tenants for k in range(owners.groups_per_tenant)
+                ],
+                "tenant_ids": [
+                    load.tenant_id(t) for t in tenants for _ in range(owners.groups_per_tenant)
+                ],
+            },
+        )
+    # Job i goes to tenant i mod tenants and to its group (i / tenants) mod 5: numbered from 1
+    # to 3 x groups, every group gets exactly three.
+    load.insert_pending(conn, owners, JOB_TYPE, JOBS_PER_GROUP * owners.groups)
+    return time.perf_counter() - started
+
+
+def check_batch(jobs: list[ClaimedJob], expected: int) -> None:
+    if len(jobs) != expected:
+        raise BenchError(f"claimed {len(jobs)} jobs, expected {expected}")
+    unread = [job.id for job in jobs if "n" not in job.payload or job.tenant_id is None]
+    if unread:
+        raise BenchError(f"{len(unread)} claimed jobs came back without payload or tenant")
+
+
+def hand_back(conn: Connection, jobs: list[ClaimedJob]) -> None:
+    """Every claimed job back to pending, tenant by tenant, its attempt undone."""
+    given = sum(
+        give_back(conn, ids, LOCKED_BY, tenant_id=tenant_id)
+        for tenant_id, ids in by_tenant((job.tenant_id, job.id) for job in jobs).items()
+    )
+    if given != len(jobs):
+        raise BenchError(f"gave back {given} of {len(jobs)} claimed jobs")
+
+
+def timed_claim(conn: Connection, batch: int) -> float:
+    """One claim of `batch` jobs, read by the library, timed in milliseconds; then checked and
+    given back, untimed."""
+    started = time.perf_counter()
+    jobs = claim_batch(conn, JOB_TYPE, batch=batch, lease_s=LEASE_S, locked_by=LOCKED_BY)
+    elapsed_ms = (time.perf_counter() - started) * 1000.0
+    check_batch(jobs, batch)
+    hand_back(conn, jobs)
+    return elapsed_ms
+
+
+def measure(conn: Connection, sizes: Sizes, groups: int, progress: Progress) -> ScaleCase:
+    owners = owner_sizes(sizes, groups)
+    pending = JOBS_PER_GROUP * groups
+    batch = sizes.scale_batch
+    if batch > pending:
+        raise BenchError(f"batch {batch} is more than the {pending} jobs pending")
+    progress(f"claim vs groups: loading {groups:,} groups, {pending:,} pending")
+    load_s = load_backlog(conn, owners)
+    cold_ms = timed_claim(conn, batch)
+    database.vacuum_analyze(conn, "fairqueue.jobs", "fairqueue.tenants", "fairqueue.groups")
+    database.checkpoint(conn)
+    for _ in range(sizes.scale_warmup):
+        timed_claim(conn, batch)
+    samples = [timed_claim(conn, batch) for _ in range(sizes.scale_samples)]
+    found = ScaleCase(
+        groups=groups,
+        tenants=owners.tenants,
+        pending=pending,
+        batch=batch,
+        samples=len(samples),
+        p50_ms=percentile(samples, 50),
+        p90_ms=percentile(samples, 90),
+        p99_ms=percentile(samples, 99),
+        max_ms=max(samples),
+        cold_ms=cold_ms,
+        load_s=load_s,
+    )
+    progress(
+        f"claim vs groups: {groups:,} groups: p50 {found.p50_ms:.1f} ms,"
+        f" p99 {found.p99_ms:.1f} ms, cold {found.cold_ms:.1f} ms"
+    )
+    return found
+
+
+def claim_vs_groups(conn: Connection, sizes: Sizes, progress: Progress) -> list[ScaleCase]:
+    """One case per count of groups, smallest first; the queue is left empty."""
+    cases = [measure(conn, sizes, groups, progress) for groups in sizes.scale_groups]
+    database.reset(conn)
+    return cases
+
+
+def as_json(cases: list[ScaleCase]) -> list[dict[str, Any]]:
+    """Every case, with its warm and cold figures against those at the fewest groups."""
+    if not cases:
+        return []
+    base = min(cases, key=lambda c: c.groups)
+    return [
+        {
+            **asdict(c),
+            "p99_ratio_to_fewest_groups": round(c.p99_ms / base.p99_ms, 3),
+            "cold_ratio_to_fewest_groups": round(c.cold_ms / base.cold_ms, 3),
+        }
+        for c in cases
+    ]
+
+
+def report_table(cases: list[ScaleCase]) -> tuple[list[str], str, list[list[str]]]:
+    """The report's table (header, alignment, rows): per count of groups a warm row and a cold
+    one, each p99 against the same kind of row at the fewest groups."""
+    if not cases:
+        return [], "", []
+    base = min(cases, key=lambda c: c.groups)
+    header = [
+        "groups with work",
+        "tenants",
+        "pending",
+        "claim",
+        "claims timed",
+        "p50 ms",
+        "p99 ms",
+        f"p99 vs {base.groups:,} groups",
+        "load s",
+    ]
+    rows = []
+    for c in sorted(cases, key=lambda c: c.groups):
+        owners = [f"{c.groups:,}", f"{c.tenants:,}", f"{c.pending:,}"]
+        rows.append(
+            [
+                *owners,
+                "after ANALYZE",
+                str(c.samples),
+                f"{c.p50_ms:.2f}",
+                f"{c.p99_ms:.2f}",
+                ratio(c.p99_ms, base.p99_ms),
+                f"{c.load_s:.1f}",
+            ]
+        )
+        rows.append(
+            [
+                *owners,
+                "cold: first after the load",
+                "1",
+                f"{c.cold_ms:.2f}",
+                f"{c.cold_ms:.2f}",
+                ratio(c.cold_ms, base.cold_ms),
+                "",
+            ]
+        )
+    return header, "rrrlrrrrr", rows
