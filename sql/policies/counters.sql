@@ -5,6 +5,7 @@ grant select on fairqueue.runs to fairqueue_app;
 revoke all on fairqueue.quotas from public, fairqueue_app;
 grant select on fairqueue.quotas to fairqueue_app;
 revoke all on fairqueue.served from public, fairqueue_app;
-grant select on fairqueue.served to fairqueue_app;
+-- The counts only: a standing names other tenants' jobs and plans.
+grant select (type, group_key, n) on fairqueue.served to fairqueue_app;
 revoke all on fairqueue.served_watermark from public, fairqueue_app;
 grant select on fairqueue.served_watermark to fairqueue_app;
