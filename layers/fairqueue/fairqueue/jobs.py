@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -69,6 +70,8 @@ class PreparedJob:
     max_attempts: int
     run_at: datetime | None
     delay_s: float
+    # The payload as the compact JSON that was checked and measured: what is stored.
+    payload_json: str
 
 
 def prepare(
@@ -82,13 +85,7 @@ def prepare(
     max_attempts: int | None = None,
 ) -> PreparedJob:
     """Check a job without touching the database; every problem is an error naming it."""
-    stage = known_stage(job_type)
-    if stage is None:
-        known = ", ".join(sorted(known_types())) or "none"
-        raise UnknownJobType(
-            f"unknown job type {job_type!r}: no Stage declares it in this process "
-            f"(known types: {known})"
-        )
+    stage = stage_of(job_type)
     stored = validate_payload(stage, payload)
     encoded = storable_json(stored, f"{job_type}: the payload")
     limit = max_payload_bytes()
@@ -120,7 +117,20 @@ def prepare(
         max_attempts=attempts,
         run_at=run_at,
         delay_s=delay_s,
+        payload_json=encoded,
     )
+
+
+def stage_of(job_type: str) -> Stage:
+    """The stage that declares ``job_type`` in this process, or UnknownJobType."""
+    stage = known_stage(job_type)
+    if stage is None:
+        known = ", ".join(sorted(known_types())) or "none"
+        raise UnknownJobType(
+            f"unknown job type {job_type!r}: no Stage declares it in this process "
+            f"(known types: {known})"
+        )
+    return stage
 
 
 def insert(conn: Connection, job: PreparedJob) -> UUID | None:
@@ -191,10 +201,17 @@ def doorbell_of(job_type: str, tenant_id: str | None, job_id: UUID) -> Doorbell 
 
 def ring_when_committed(conn: Connection, bell: Doorbell | None) -> None:
     """Ring once the row is committed; where that cannot be known, the sweep rings it."""
-    if bell is None:
+    ring_all_when_committed(conn, [bell])
+
+
+def ring_all_when_committed(conn: Connection, bells: Sequence[Doorbell | None]) -> None:
+    """Ring every doorbell given, in one publish, once the rows are committed; where that
+    cannot be known, the sweep rings them."""
+    due = [bell for bell in bells if bell is not None]
+    if not due:
         return
 
     def ring() -> None:
-        ringing.ring(conn, [bell])
+        ringing.ring(conn, due)
 
     after_commit(conn, ring)
