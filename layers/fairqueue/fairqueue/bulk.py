@@ -18,7 +18,14 @@ from uuid import UUID
 from .db import Connection
 from .errors import FairqueueError, InvalidPayload, PayloadTooLarge
 from .inputs import MAX_ENQUEUE_MANY, MAX_ENQUEUE_MANY_BYTES, check_label
-from .jobs import PreparedJob, doorbell_for, prepare, ring_all_when_committed, stage_of
+from .jobs import (
+    PreparedJob,
+    doorbell_for,
+    max_payload_bytes,
+    prepare,
+    ring_all_when_committed,
+    stage_of,
+)
 from .queries import query
 from .tenancy import tenant_scope
 
@@ -104,8 +111,9 @@ def prepare_many(
     refused: dict[int, Refusal] = {}
     seen_keys: set[str] = set()
     total_bytes = 0
+    limit = max_payload_bytes()
     for index, item in enumerate(items):
-        job = _prepare_one(job_type, index, item, tenant_id)
+        job = _prepare_one(job_type, index, item, tenant_id, limit)
         total_bytes += len(job.payload_json.encode("utf-8"))
         if total_bytes > MAX_ENQUEUE_MANY_BYTES:
             raise PayloadTooLarge(
@@ -122,7 +130,9 @@ def prepare_many(
     return prepared, refused
 
 
-def _prepare_one(job_type: str, index: int, item: object, tenant_id: str | None) -> PreparedJob:
+def _prepare_one(
+    job_type: str, index: int, item: object, tenant_id: str | None, payload_limit: int
+) -> PreparedJob:
     if not isinstance(item, NewJob):
         raise InvalidPayload(
             f"jobs[{index}]: {job_type}: each job must be a NewJob, got {type(item).__name__}"
@@ -136,6 +146,7 @@ def _prepare_one(job_type: str, index: int, item: object, tenant_id: str | None)
             dedupe_key=item.dedupe_key,
             run_after=item.run_after,
             max_attempts=item.max_attempts,
+            payload_limit=payload_limit,
         )
     except FairqueueError as exc:
         # The error enqueue would raise for this job, naming its place in the call.

@@ -127,7 +127,11 @@ def storable_json(document: Any, what: str) -> str:
                 f"{what}: {_place(path)} is a {type(value).__name__}, "
                 "which is not JSON-serializable"
             )
-    return json.dumps(document, separators=(",", ":"), ensure_ascii=False)
+    return _COMPACT.encode(document)
+
+
+# Made once: json.dumps with options builds an encoder on every call.
+_COMPACT: Final = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
 
 
 def _place(path: tuple[str | int, ...]) -> str:

@@ -83,12 +83,16 @@ def prepare(
     dedupe_key: str | None = None,
     run_after: datetime | timedelta | None = None,
     max_attempts: int | None = None,
+    payload_limit: int | None = None,
 ) -> PreparedJob:
-    """Check a job without touching the database; every problem is an error naming it."""
+    """Check a job without touching the database; every problem is an error naming it.
+
+    ``payload_limit`` is the size limit in bytes, read from the settings when None (a caller
+    checking many jobs reads it once)."""
     stage = stage_of(job_type)
     stored = validate_payload(stage, payload)
     encoded = storable_json(stored, f"{job_type}: the payload")
-    limit = max_payload_bytes()
+    limit = max_payload_bytes() if payload_limit is None else payload_limit
     size = len(encoded.encode("utf-8"))
     if size > limit:
         raise PayloadTooLarge(f"{job_type}: payload is {size} bytes, over the limit of {limit}")
