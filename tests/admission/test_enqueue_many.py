@@ -107,6 +107,15 @@ def test_each_job_gets_its_row_and_the_ids_come_back_in_the_order_given(conn) ->
     assert count(conn) == 4
 
 
+def test_payloads_and_labels_are_stored_as_given_whatever_they_hold(conn) -> None:
+    odd = ['quote " backslash \\ brace { comma , ', "中文 ✓", "NULL", "", "\t\n"]
+    given = [NewJob({"text": text, "list": [text, None]}, group_id=f"g {text}!") for text in odd]
+    results = enqueue_many(conn, "many_plain", given, tenant_id="t1")
+    rows = [job(conn, r.job_id) for r in results]
+    assert [r["payload"] for r in rows] == [{"text": t, "list": [t, None]} for t in odd]
+    assert [r["group_id"] for r in rows] == [f"g {t}!" for t in odd]
+
+
 def test_a_dedupe_key_repeated_within_the_call_is_inserted_once_the_first_time(conn) -> None:
     given = [
         NewJob({"n": 0}, dedupe_key="k1"),

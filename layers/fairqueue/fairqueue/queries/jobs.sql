@@ -29,12 +29,14 @@ select fairqueue.open_jobs(%(due_within)s) as open;
 -- row: an item whose dedupe key an open job of the tenant holds comes back with a null id,
 -- exactly as `enqueue` returns no row. Rows go in by dedupe key, so two calls that share keys
 -- wait for each other in one order and never deadlock, whatever order their callers gave.
+-- The arrays go in binary (the b placeholders): psycopg sends each element as it is, where the
+-- text form quotes every string (7 ms of a call of a thousand small payloads, measured).
 with item as materialized (
     select gen_random_uuid() as id, i.n, i.payload, i.group_id, i.dedupe_key, i.max_attempts,
            i.run_after, i.delay_s
-      from unnest(%(payloads)s::text[], %(group_ids)s::text[], %(dedupe_keys)s::text[],
-                  %(max_attempts)s::integer[], %(run_afters)s::timestamptz[],
-                  %(delays_s)s::float8[])
+      from unnest(%(payloads)b::text[], %(group_ids)b::text[], %(dedupe_keys)b::text[],
+                  %(max_attempts)b::integer[], %(run_afters)b::timestamptz[],
+                  %(delays_s)b::float8[])
            with ordinality
            as i (payload, group_id, dedupe_key, max_attempts, run_after, delay_s, n)
 ),
