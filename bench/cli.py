@@ -11,7 +11,7 @@ from pathlib import Path
 
 from fairqueue.db import Connection, connect
 
-from . import database, fairness, health, latency, throughput
+from . import database, enqueue, fairness, health, latency, throughput
 from .machine import library_fingerprint, machine
 from .peers import PEERS
 from .peers.workers import PeerDrain, timed_drain
@@ -88,6 +88,7 @@ def run(dsn: str, sizes: Sizes, server: str, progress: Progress, *, keep: bool) 
         churned = health.churn_fairqueue(conn, dsn, sizes, progress)
         for peer in PEERS:
             churned += health.churn_peer(peer, peer_dsns[peer.name], sizes, progress)
+        queued = enqueue.measure(conn, dsn, peer_dsns, sizes, progress)
         database.reset(conn)
     changed = library_fingerprint() != library
     if changed:
@@ -105,6 +106,7 @@ def run(dsn: str, sizes: Sizes, server: str, progress: Progress, *, keep: bool) 
         latency=cases,
         fairness=fair,
         health=churned,
+        enqueue=queued,
         elapsed_s=time.monotonic() - started,
     )
 

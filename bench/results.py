@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .enqueue import EnqueueRun
 from .fairness import FairnessResult
 from .health import TableHealth
 from .latency import LatencyCase
@@ -33,6 +34,7 @@ class Results:
     latency: list[LatencyCase]
     fairness: list[FairnessResult]
     health: list[TableHealth]
+    enqueue: list[EnqueueRun]
     elapsed_s: float
 
     @property

@@ -44,6 +44,10 @@ class Sizes:
     churn_round: int
     churn_workers: int
     peer_churn: Mapping[str, int]
+    # Enqueue: jobs of one tenant put into each system, one at a time and `enqueue_batch` per
+    # call (bench/enqueue.py).
+    enqueue_jobs: int
+    enqueue_batch: int
 
     @property
     def groups(self) -> int:
@@ -77,6 +81,8 @@ FULL = Sizes(
     churn_workers=4,
     # About 1,000 jobs/s here: a million would take a quarter of an hour.
     peer_churn={"procrastinate": 100_000},
+    enqueue_jobs=10_000,
+    enqueue_batch=1_000,
 )
 
 SMOKE = Sizes(
@@ -102,4 +108,6 @@ SMOKE = Sizes(
     churn_round=200,
     churn_workers=1,
     peer_churn={},
+    enqueue_jobs=30,
+    enqueue_batch=10,
 )
