@@ -11,7 +11,7 @@ from pathlib import Path
 
 from fairqueue.db import Connection, connect
 
-from . import claim_scale, database, fairness, health, latency, throughput
+from . import claim_scale, database, enqueue, fairness, health, latency, throughput
 from .machine import library_fingerprint, machine
 from .peers import PEERS
 from .peers.workers import PeerDrain, timed_drain
@@ -89,6 +89,7 @@ def run(dsn: str, sizes: Sizes, server: str, progress: Progress, *, keep: bool) 
         churned = health.churn_fairqueue(conn, dsn, sizes, progress)
         for peer in PEERS:
             churned += health.churn_peer(peer, peer_dsns[peer.name], sizes, progress)
+        queued = enqueue.measure(conn, dsn, peer_dsns, sizes, progress)
         database.reset(conn)
     changed = library_fingerprint() != library
     if changed:
@@ -107,6 +108,7 @@ def run(dsn: str, sizes: Sizes, server: str, progress: Progress, *, keep: bool) 
         claim_scale=scale,
         fairness=fair,
         health=churned,
+        enqueue=queued,
         elapsed_s=time.monotonic() - started,
     )
 

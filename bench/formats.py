@@ -34,3 +34,11 @@ def percent(share: float | None) -> str:
 
 def plural(n: int, noun: str) -> str:
     return f"{n:,} {noun}{'' if n == 1 else 's'}"
+
+
+def table(header: list[str], align: str, rows: list[list[str]]) -> list[str]:
+    """A markdown table; `align` has one letter per column, l or r."""
+    marks = {"l": "---", "r": "--:"}
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(marks[a] for a in align) + "|"]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return lines

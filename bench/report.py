@@ -8,18 +8,11 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from . import chart, claim_scale
-from .formats import MIB, count, percent, plural, ratio, title
+from . import chart, claim_scale, enqueue
+from .formats import MIB, count, percent, plural, ratio, table, title
 from .results import BARE, FAIRQUEUE, FAIRQUEUE_GROUPS, Results
 from .targets import evaluate
 from .throughput import FAIRQUEUE_LOOPS, LOOP_TITLES, LOOPS
-
-
-def _table(header: list[str], align: str, rows: list[list[str]]) -> list[str]:
-    marks = {"l": "---", "r": "--:"}
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(marks[a] for a in align) + "|"]
-    lines += ["| " + " | ".join(r) + " |" for r in rows]
-    return lines
 
 
 def drain_rows(results: Results) -> list[dict[str, Any]]:
@@ -50,7 +43,7 @@ def as_json(results: Results) -> dict[str, Any]:
     base = {c.pending: c for c in results.last_day if c.history == _base_history(results)}
     return {
         "benchmark": "fairqueue beside pgqueuer and procrastinate: drain, claim latency,"
-        " fairness under skew, table health",
+        " fairness under skew, table health, enqueue",
         "mode": results.mode,
         "machine": asdict(results.machine),
         "library": results.library,
@@ -106,6 +99,7 @@ def as_json(results: Results) -> dict[str, Any]:
             {**asdict(h), "hot_ratio": h.hot_ratio, "dead_ratio": h.dead_ratio}
             for h in results.health
         ],
+        "enqueue": enqueue.as_json(results.enqueue, results.sizes),
     }
 
 
@@ -119,7 +113,7 @@ def machine_section(results: Results) -> list[str]:
     m = results.machine
     pg = ", ".join(f"{k} {v}" for k, v in m.postgres_settings.items())
     packages = ", ".join(f"{k} {v}" for k, v in m.packages.items())
-    return _table(
+    return table(
         ["machine", ""],
         "ll",
         [
@@ -145,7 +139,7 @@ def targets_section(results: Results) -> list[str]:
         "Reported, not asserted. Drain targets compare each system at its best worker count;"
         " the ratio is fairqueue's figure over the other.",
         "",
-        *_table(["target", "fairqueue", "compared with", "ratio", ""], "lllrl", rows),
+        *table(["target", "fairqueue", "compared with", "ratio", ""], "lllrl", rows),
     ]
 
 
@@ -180,7 +174,7 @@ def drain_section(results: Results) -> list[str]:
         "",
         *(f"- {title(x)}: {results.settings[x]}" for x in systems),
         "",
-        *_table(header, "r" * len(header), rows),
+        *table(header, "r" * len(header), rows),
         "",
         *fairqueue_loops_section(results),
     ]
@@ -193,7 +187,7 @@ def fairqueue_loops_section(results: Results) -> list[str]:
         "fairqueue beside the bare loop on a minimal table and on fairqueue.jobs (its indexes and"
         " served trigger, no fairness):",
         "",
-        *_table(
+        *table(
             ["loop", "workers", "seconds", "completed/s", "vs bare", "run errors"],
             "lrrrrr",
             [
@@ -262,7 +256,7 @@ def latency_section(results: Results) -> list[str]:
         f" History is generated in SQL (generate_series). p99 ratios are against the"
         f" {count(base_history)}-history row with the same pending backlog.",
         "",
-        *_table(
+        *table(
             [
                 "pending",
                 "history",
@@ -298,7 +292,7 @@ def claim_scale_section(results: Results) -> list[str]:
         " claim is the whole claim_batch call: the claim and the read of the batch under each"
         " tenant's clamp; each batch is given back untimed, so the backlog stays the same.",
         "",
-        *_table(header, align, rows),
+        *table(header, align, rows),
     ]
 
 
@@ -336,7 +330,7 @@ def fairness_section(results: Results) -> list[str]:
         " other jobs between two completions of one group (or before its first) while it had"
         " work waiting.",
         "",
-        *_table(
+        *table(
             [
                 "system",
                 "groups",
@@ -382,7 +376,7 @@ def health_section(results: Results) -> list[str]:
         " pg_stat_user_tables after the churn (updates and deletes counted during it), sizes"
         " from pg_relation_size and pg_indexes_size.",
         "",
-        *_table(
+        *table(
             [
                 "system",
                 "table",
@@ -420,6 +414,8 @@ def markdown(results: Results) -> str:
         *fairness_section(results),
         "",
         *health_section(results),
+        "",
+        *enqueue.section(results.enqueue, results.sizes),
         "",
         f"Whole run: {results.elapsed_s:.0f} s.",
     ]

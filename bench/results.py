@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .claim_scale import ScaleCase
+from .enqueue import EnqueueRun
 from .fairness import FairnessResult
 from .health import TableHealth
 from .latency import LatencyCase
@@ -36,6 +37,7 @@ class Results:
     claim_scale: list[ScaleCase]
     fairness: list[FairnessResult]
     health: list[TableHealth]
+    enqueue: list[EnqueueRun]
     elapsed_s: float
 
     @property

@@ -50,6 +50,10 @@ class Sizes:
     scale_batch: int
     scale_samples: int
     scale_warmup: int
+    # Enqueue: jobs of one tenant put into each system, one at a time and `enqueue_batch` per
+    # call (bench/enqueue.py).
+    enqueue_jobs: int
+    enqueue_batch: int
 
     @property
     def groups(self) -> int:
@@ -87,6 +91,8 @@ FULL = Sizes(
     scale_batch=100,
     scale_samples=35,
     scale_warmup=5,
+    enqueue_jobs=10_000,
+    enqueue_batch=1_000,
 )
 
 SMOKE = Sizes(
@@ -116,4 +122,6 @@ SMOKE = Sizes(
     scale_batch=20,
     scale_samples=35,
     scale_warmup=2,
+    enqueue_jobs=30,
+    enqueue_batch=10,
 )

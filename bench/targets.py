@@ -5,13 +5,15 @@ claim's p99 at the largest history with its p99 at the second size (10M against 
 full run), for each pending backlog; the claim-against-groups target compares the claim's p99
 at the most groups with pending work with its p99 at the fewest (100,000 against 100 in the
 full run); the fairness target is fairqueue's mean Jain's index over the scored windows,
-beside each peer's.
+beside each peer's; the enqueue target compares enqueue_many with pgqueuer's batch enqueue,
+the same number of jobs per call, median against median.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from . import enqueue
 from .formats import title
 from .results import BARE, FAIRQUEUE, FAIRQUEUE_GROUPS, Results
 
@@ -106,6 +108,25 @@ def _fairness(results: Results) -> list[Target]:
     ]
 
 
+def _enqueue(results: Results) -> list[Target]:
+    found = enqueue.medians(results.enqueue)
+    ours, theirs = found.get(enqueue.OURS), found.get(enqueue.THEIRS)
+    if ours is None or theirs is None:
+        return []
+    batch = results.sizes.enqueue_batch
+    ratio = ours.jobs_per_s / theirs.jobs_per_s
+    return [
+        Target(
+            goal=f"enqueue in batches of {batch:,} at least matches pgqueuer's batch enqueue"
+            " in the same run",
+            fairqueue=f"{ours.jobs_per_s:,.0f} jobs/s (enqueue_many, {batch:,} per call)",
+            other=f"pgqueuer {theirs.jobs_per_s:,.0f} jobs/s ({batch:,} per call)",
+            ratio=ratio,
+            met=ratio >= 1.0,
+        )
+    ]
+
+
 def evaluate(results: Results) -> list[Target]:
     goals = [
         ("pgqueuer", "drain >= pgqueuer's best", 1.0),
@@ -125,4 +146,5 @@ def evaluate(results: Results) -> list[Target]:
         *_latency(results),
         *_claim_scale(results),
         *_fairness(results),
+        *_enqueue(results),
     ]

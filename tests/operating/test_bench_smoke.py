@@ -45,10 +45,13 @@ def test_smoke_run_has_every_section_with_positive_numbers(admin_dsn: str, tmp_p
         "### Claim latency against groups",
         "### Fairness under skew",
         "### Table health after churn",
+        "### Enqueue",
     ):
         assert heading in stdout
     for loop in ("fairqueue run_pipeline", "bare SKIP LOCKED loop", "bare loop on fairqueue.jobs"):
         assert loop in stdout
+    for way in ("enqueue_many", "Queries.enqueue", "batch_defer_async", "one job per transaction"):
+        assert way in stdout
     for ratio in ("fairqueue / pgqueuer", "fairqueue / procrastinate", "fairqueue / bare loop"):
         assert ratio in stdout
     assert (tmp_path / "latest.md").read_text(encoding="utf-8").strip() == stdout.strip()
@@ -64,6 +67,7 @@ def test_smoke_run_has_every_section_with_positive_numbers(admin_dsn: str, tmp_p
     check_claim_scale(results["claim_scale"], sizes)
     check_fairness(results["fairness"], sizes)
     check_health(results["health"], sizes)
+    check_enqueue(results["enqueue"], sizes)
 
 
 def check_chart(path: Path) -> None:
@@ -82,7 +86,8 @@ def check_machine(found: dict[str, Any]) -> None:
 
 def check_targets(targets: list[dict[str, Any]]) -> None:
     goals = " ".join(t["goal"] for t in targets)
-    for word in ("pgqueuer", "procrastinate", "bare loop", "many groups", "claim p99", "Jain"):
+    words = ("pgqueuer", "procrastinate", "bare loop", "many groups", "claim p99", "Jain")
+    for word in (*words, "enqueue in batches"):
         assert word in goals
     for target in targets:
         assert isinstance(target["met"], bool)
@@ -169,3 +174,23 @@ def check_health(rows: list[dict[str, Any]], sizes: dict[str, Any]) -> None:
     for row in rows:
         assert row["table_bytes"] > 0, row["table"]
         assert row["total_bytes"] >= row["table_bytes"] + row["index_bytes"]
+
+
+def check_enqueue(found: dict[str, Any], sizes: dict[str, Any]) -> None:
+    assert (found["jobs"], found["batch"]) == (sizes["enqueue_jobs"], sizes["enqueue_batch"])
+    ways = [r["way"] for r in found["rows"]]
+    assert ways == [
+        "fairqueue_each",
+        "fairqueue_one_transaction",
+        "fairqueue_many",
+        "pgqueuer_each",
+        "pgqueuer_batch",
+        "procrastinate_batch",
+    ]
+    for row in found["rows"]:
+        assert row["jobs_per_s"] > 0 and row["seconds"] > 0, row["way"]
+        assert row["ratio_to_pgqueuer_batch"] > 0, row["way"]
+        assert len(row["jobs_per_s_all_runs"]) == sizes["repeats"]
+    per_call = {r["way"]: r["per_call"] for r in found["rows"]}
+    assert per_call["fairqueue_many"] == per_call["pgqueuer_batch"] == sizes["enqueue_batch"]
+    assert found["ratio_batch_to_pgqueuer_batch"] > 0

@@ -1,5 +1,6 @@
 """fairqueue: a fair job pipeline whose queue is one Postgres table."""
 
+from .bulk import Enqueued, NewJob, enqueue_many
 from .db import connect
 from .errors import (
     ConfigurationError,
@@ -33,12 +34,14 @@ __all__ = [
     "DatabaseUnavailable",
     "Defer",
     "DuplicateJob",
+    "Enqueued",
     "FairqueueError",
     "InsufficientCredit",
     "InvalidDoorbell",
     "InvalidPayload",
     "Job",
     "JobNotFinished",
+    "NewJob",
     "PayloadTooLarge",
     "Plan",
     "Plans",
@@ -54,6 +57,7 @@ __all__ = [
     "connect",
     "define_quota",
     "enqueue",
+    "enqueue_many",
     "migrate",
     "run_pipeline",
 ]

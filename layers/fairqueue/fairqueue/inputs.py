@@ -31,6 +31,13 @@ MAX_DELAY: Final = timedelta(days=3650)
 MAX_BATCH: Final = 1000
 """The most jobs one claim may take (the claim's door refuses more)."""
 
+MAX_ENQUEUE_MANY: Final = 10_000
+"""The most jobs one ``enqueue_many`` call may insert."""
+
+MAX_ENQUEUE_MANY_BYTES: Final = 64 * 1024 * 1024
+"""The most payload bytes (compact JSON, UTF-8) one ``enqueue_many`` call may send: one
+statement's arrays, kept far below what one Postgres message may hold (1 GiB)."""
+
 MAX_LEASE_S: Final = 86_400.0
 """The longest a claim may lease its jobs, in seconds (the claim's door refuses more)."""
 
@@ -120,7 +127,11 @@ def storable_json(document: Any, what: str) -> str:
                 f"{what}: {_place(path)} is a {type(value).__name__}, "
                 "which is not JSON-serializable"
             )
-    return json.dumps(document, separators=(",", ":"), ensure_ascii=False)
+    return _COMPACT.encode(document)
+
+
+# Made once: json.dumps with options builds an encoder on every call.
+_COMPACT: Final = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
 
 
 def _place(path: tuple[str | int, ...]) -> str:

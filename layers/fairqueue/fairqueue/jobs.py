@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -69,6 +70,8 @@ class PreparedJob:
     max_attempts: int
     run_at: datetime | None
     delay_s: float
+    # The payload as the compact JSON that was checked and measured: what is stored.
+    payload_json: str
 
 
 def prepare(
@@ -80,18 +83,16 @@ def prepare(
     dedupe_key: str | None = None,
     run_after: datetime | timedelta | None = None,
     max_attempts: int | None = None,
+    payload_limit: int | None = None,
 ) -> PreparedJob:
-    """Check a job without touching the database; every problem is an error naming it."""
-    stage = known_stage(job_type)
-    if stage is None:
-        known = ", ".join(sorted(known_types())) or "none"
-        raise UnknownJobType(
-            f"unknown job type {job_type!r}: no Stage declares it in this process "
-            f"(known types: {known})"
-        )
+    """Check a job without touching the database; every problem is an error naming it.
+
+    ``payload_limit`` is the size limit in bytes, read from the settings when None (a caller
+    checking many jobs reads it once)."""
+    stage = stage_of(job_type)
     stored = validate_payload(stage, payload)
     encoded = storable_json(stored, f"{job_type}: the payload")
-    limit = max_payload_bytes()
+    limit = max_payload_bytes() if payload_limit is None else payload_limit
     size = len(encoded.encode("utf-8"))
     if size > limit:
         raise PayloadTooLarge(f"{job_type}: payload is {size} bytes, over the limit of {limit}")
@@ -120,7 +121,20 @@ def prepare(
         max_attempts=attempts,
         run_at=run_at,
         delay_s=delay_s,
+        payload_json=encoded,
     )
+
+
+def stage_of(job_type: str) -> Stage:
+    """The stage that declares ``job_type`` in this process, or UnknownJobType."""
+    stage = known_stage(job_type)
+    if stage is None:
+        known = ", ".join(sorted(known_types())) or "none"
+        raise UnknownJobType(
+            f"unknown job type {job_type!r}: no Stage declares it in this process "
+            f"(known types: {known})"
+        )
+    return stage
 
 
 def insert(conn: Connection, job: PreparedJob) -> UUID | None:
@@ -191,10 +205,17 @@ def doorbell_of(job_type: str, tenant_id: str | None, job_id: UUID) -> Doorbell 
 
 def ring_when_committed(conn: Connection, bell: Doorbell | None) -> None:
     """Ring once the row is committed; where that cannot be known, the sweep rings it."""
-    if bell is None:
+    ring_all_when_committed(conn, [bell])
+
+
+def ring_all_when_committed(conn: Connection, bells: Sequence[Doorbell | None]) -> None:
+    """Ring every doorbell given, in one publish, once the rows are committed; where that
+    cannot be known, the sweep rings them."""
+    due = [bell for bell in bells if bell is not None]
+    if not due:
         return
 
     def ring() -> None:
-        ringing.ring(conn, [bell])
+        ringing.ring(conn, due)
 
     after_commit(conn, ring)

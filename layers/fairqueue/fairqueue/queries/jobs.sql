@@ -22,3 +22,36 @@ select type, queued, backlog, scheduled, running, stuck, failed, done
 -- name: open_jobs
 -- A door: open jobs across tenants; with due_within, pending ones only if due by then.
 select fairqueue.open_jobs(%(due_within)s) as open;
+
+-- name: enqueue_many
+-- The jobs of one enqueue_many call (one type, one tenant) in one statement, item k at array
+-- position k. Each item's id is drawn before the insert so that every item is matched to its
+-- row: an item whose dedupe key an open job of the tenant holds comes back with a null id,
+-- exactly as `enqueue` returns no row. Rows go in by dedupe key, so two calls that share keys
+-- wait for each other in one order and never deadlock, whatever order their callers gave.
+-- The arrays go in binary (the b placeholders): psycopg sends each element as it is, where the
+-- text form quotes every string (7 ms of a call of a thousand small payloads, measured).
+with item as materialized (
+    select gen_random_uuid() as id, i.n, i.payload, i.group_id, i.dedupe_key, i.max_attempts,
+           i.run_after, i.delay_s
+      from unnest(%(payloads)b::text[], %(group_ids)b::text[], %(dedupe_keys)b::text[],
+                  %(max_attempts)b::integer[], %(run_afters)b::timestamptz[],
+                  %(delays_s)b::float8[])
+           with ordinality
+           as i (payload, group_id, dedupe_key, max_attempts, run_after, delay_s, n)
+),
+inserted as (
+    insert into fairqueue.jobs
+           (id, type, payload, tenant_id, group_id, dedupe_key, max_attempts, run_after)
+    select id, %(type)s, payload::jsonb, %(tenant_id)s, group_id, dedupe_key, max_attempts,
+           coalesce(run_after, now() + delay_s * interval '1 second')
+      from item
+     order by dedupe_key, n
+    on conflict (coalesce(tenant_id, ''), dedupe_key)
+       where dedupe_key is not null and status in ('queued', 'pending', 'running')
+       do nothing
+    returning id
+)
+select inserted.id
+  from item left join inserted using (id)
+ order by item.n;

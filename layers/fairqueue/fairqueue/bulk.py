@@ -1,0 +1,176 @@
+"""Enqueue many: the jobs of one type and one tenant, checked together, inserted by one statement.
+
+Every job is checked by ``jobs.prepare``, exactly as ``enqueue`` checks one, before anything is
+sent; the first bad one refuses the whole call with the error ``enqueue`` would raise, its
+message prefixed with the job's place in the list (``jobs[3]: ...``). What passes goes to the
+database as one INSERT of arrays (``queries/jobs.sql``, ``enqueue_many``), under the same tenant
+clamp as ``enqueue``, and each inserted job of a doorbell stage rings once the rows commit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Literal
+from uuid import UUID
+
+from .db import Connection
+from .errors import FairqueueError, InvalidPayload, PayloadTooLarge
+from .inputs import MAX_ENQUEUE_MANY, MAX_ENQUEUE_MANY_BYTES, check_label
+from .jobs import (
+    PreparedJob,
+    doorbell_for,
+    max_payload_bytes,
+    prepare,
+    ring_all_when_committed,
+    stage_of,
+)
+from .queries import query
+from .tenancy import tenant_scope
+
+Refusal = Literal["open", "repeated"]
+"""Why a job of the call was not inserted: ``open``, an open job of the tenant (queued, pending
+or running) holds its dedupe key; ``repeated``, an earlier job of the same call has the key."""
+
+
+@dataclass(frozen=True, slots=True)
+class NewJob:
+    """One job of an ``enqueue_many`` call: what ``enqueue`` takes besides the type and the
+    tenant, with the same meaning and the same checks."""
+
+    payload: dict[str, Any]
+    group_id: str | None = None
+    dedupe_key: str | None = None
+    run_after: datetime | timedelta | None = None
+    max_attempts: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Enqueued:
+    """What became of the job at ``index`` in the call: its id, or why there is none."""
+
+    index: int
+    job_id: UUID | None
+    refused: Refusal | None = None
+
+    @property
+    def inserted(self) -> bool:
+        return self.job_id is not None
+
+
+def enqueue_many(
+    conn: Connection,
+    job_type: str,
+    jobs: Sequence[NewJob],
+    *,
+    tenant_id: str | None = None,
+) -> list[Enqueued]:
+    """Insert up to MAX_ENQUEUE_MANY jobs of one type for one tenant in one statement.
+
+    Returns one ``Enqueued`` per job, in the order given. A job whose dedupe key an open job of
+    the tenant holds, or an earlier job of the same call, is not inserted and says so
+    (``refused``); the others are. Any job that ``enqueue`` would refuse refuses the whole
+    call, naming its index, and nothing is sent. Runs in the caller's transaction, clamped to
+    ``tenant_id`` (a transaction clamped to another tenant is refused: TenantMismatch); the
+    jobs exist once the caller commits, and a doorbell stage's jobs ring then, one doorbell
+    each. An empty list returns ``[]`` and sends nothing.
+    """
+    prepared, refused = prepare_many(job_type, jobs, tenant_id=tenant_id)
+    if not prepared:
+        return []  # no jobs given (a repeated key always follows one that is sent)
+    with tenant_scope(conn, tenant_id):
+        ids = insert_many(conn, job_type, tenant_id, [job for _, job in prepared])
+    ring_all_when_committed(
+        conn, [doorbell_for(job, job_id) for (_, job), job_id in zip(prepared, ids, strict=True)]
+    )
+    found: dict[int, Enqueued] = {
+        index: Enqueued(index=index, job_id=job_id, refused=None if job_id is not None else "open")
+        for (index, _), job_id in zip(prepared, ids, strict=True)
+    }
+    found.update(
+        (index, Enqueued(index=index, job_id=None, refused=why)) for index, why in refused.items()
+    )
+    return [found[index] for index in range(len(found))]
+
+
+def prepare_many(
+    job_type: str, jobs: Sequence[NewJob], *, tenant_id: str | None
+) -> tuple[list[tuple[int, PreparedJob]], dict[int, Refusal]]:
+    """Every job checked, none sent: the ones to insert, with their places in the call, and
+    the places of the ones refused before the database is asked (a dedupe key repeated)."""
+    stage_of(job_type)
+    check_label(f"{job_type}: tenant_id", tenant_id)
+    items = list(jobs)
+    if len(items) > MAX_ENQUEUE_MANY:
+        raise InvalidPayload(
+            f"{job_type}: enqueue_many takes at most {MAX_ENQUEUE_MANY} jobs per call,"
+            f" got {len(items)}; split them into several calls"
+        )
+    prepared: list[tuple[int, PreparedJob]] = []
+    refused: dict[int, Refusal] = {}
+    seen_keys: set[str] = set()
+    total_bytes = 0
+    limit = max_payload_bytes()
+    for index, item in enumerate(items):
+        job = _prepare_one(job_type, index, item, tenant_id, limit)
+        total_bytes += len(job.payload_json.encode("utf-8"))
+        if total_bytes > MAX_ENQUEUE_MANY_BYTES:
+            raise PayloadTooLarge(
+                f"{job_type}: the payloads of jobs[0] to jobs[{index}] are {total_bytes} bytes"
+                f" together, over the limit of {MAX_ENQUEUE_MANY_BYTES} for one call;"
+                " split them into several calls"
+            )
+        if job.dedupe_key is not None:
+            if job.dedupe_key in seen_keys:
+                refused[index] = "repeated"
+                continue
+            seen_keys.add(job.dedupe_key)
+        prepared.append((index, job))
+    return prepared, refused
+
+
+def _prepare_one(
+    job_type: str, index: int, item: object, tenant_id: str | None, payload_limit: int
+) -> PreparedJob:
+    if not isinstance(item, NewJob):
+        raise InvalidPayload(
+            f"jobs[{index}]: {job_type}: each job must be a NewJob, got {type(item).__name__}"
+        )
+    try:
+        return prepare(
+            job_type,
+            item.payload,
+            tenant_id=tenant_id,
+            group_id=item.group_id,
+            dedupe_key=item.dedupe_key,
+            run_after=item.run_after,
+            max_attempts=item.max_attempts,
+            payload_limit=payload_limit,
+        )
+    except FairqueueError as exc:
+        # The error enqueue would raise for this job, naming its place in the call.
+        raise type(exc)(f"jobs[{index}]: {exc}") from exc
+
+
+def insert_many(
+    conn: Connection, job_type: str, tenant_id: str | None, jobs: Sequence[PreparedJob]
+) -> list[UUID | None]:
+    """Insert prepared jobs of one type and tenant in one statement; each one's id, or None
+    where an open job of the tenant holds its dedupe key. The keys must differ."""
+    rows = conn.execute(
+        query("enqueue_many"),
+        {
+            "type": job_type,
+            "tenant_id": tenant_id,
+            "payloads": [job.payload_json for job in jobs],
+            "group_ids": [job.group_id for job in jobs],
+            "dedupe_keys": [job.dedupe_key for job in jobs],
+            "max_attempts": [job.max_attempts for job in jobs],
+            "run_afters": [job.run_at for job in jobs],
+            "delays_s": [job.delay_s for job in jobs],
+        },
+    ).fetchall()
+    ids: list[UUID | None] = [row["id"] for row in rows]
+    assert len(ids) == len(jobs), "enqueue_many answers one row per job"
+    return ids
