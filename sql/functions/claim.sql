@@ -89,7 +89,7 @@ begin
                        where s.type = p_type and s.group_key = k.group_key
                          and not s.group_key = any(taken_keys)
                          and s.head_id is not null and not s.paused
-                         for update skip locked) h;
+                         for no key update skip locked) h;
             else
                 held := candidates;
             end if;
@@ -181,14 +181,21 @@ begin
                                               woken);
     end if;
 
-    select array_agg(f.id) into taken_ids
-      from fairqueue.claim_firsts(p_type, p_batch, p_plan_names, p_plan_priorities,
-                                  p_default_priority, true) f;
-    if taken_ids is null then
+    -- A first pass that finds nothing may still hold standings whose jobs others hold: undone
+    -- (the block is a subtransaction), so that the second pass, which waits for standings when
+    -- it writes them, holds none while it waits and two claims never wait on each other.
+    begin
+        select array_agg(f.id) into taken_ids
+          from fairqueue.claim_firsts(p_type, p_batch, p_plan_names, p_plan_priorities,
+                                      p_default_priority, true) f;
+        if taken_ids is null then
+            raise exception using errcode = 'FQ001';
+        end if;
+    exception when sqlstate 'FQ001' then
         select array_agg(f.id) into taken_ids
           from fairqueue.claim_firsts(p_type, p_batch, p_plan_names, p_plan_priorities,
                                       p_default_priority, false) f;
-    end if;
+    end;
     taken_ids := coalesce(taken_ids, '{}');
 
     with firsts as (

@@ -1,10 +1,12 @@
 -- The one spelling of a group's key: the tenant (with \ and / escaped), a slash, the group id.
 -- ('acme', 'inbox') is acme/inbox, ('acme', none) is acme/, (none, none) is /.
+-- Every name in it is schema-qualified instead of fixed by a search_path setting, which would
+-- keep the planner from inlining it into the generated column of every inserted job.
 create or replace function fairqueue.group_key(p_tenant_id text, p_group_id text) returns text
-language sql immutable parallel safe set search_path = pg_catalog, pg_temp
+language sql immutable parallel safe
 as $$
-select replace(replace(coalesce(p_tenant_id, ''), '\', '\\'), '/', '\/') || '/'
-       || coalesce(p_group_id, '')
+select pg_catalog.replace(pg_catalog.replace(coalesce(p_tenant_id, ''), '\', '\\'), '/', '\/')
+       operator(pg_catalog.||) '/' operator(pg_catalog.||) coalesce(p_group_id, '')
 $$;
 
 alter function fairqueue.group_key(text, text) owner to fairqueue_owner;

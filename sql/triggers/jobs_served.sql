@@ -8,47 +8,74 @@
 -- (security definer): only these triggers and the claim write served, whoever changed jobs.
 
 -- Applies one statement's changes, aggregated per (type, group key): n_delta to the count, a
--- candidate head and wake time compared in. Only rows that change are written, but every row
--- named is locked, so the caller may set heads again afterwards.
+-- candidate head and wake time compared in; departed says the statement took due pending jobs
+-- away, so the caller sets the head again next. A group whose standing already has an older head
+-- and a wake time no later, with nothing counted or taken away (the common enqueue into a group
+-- with work), is only locked key share: claims and other writers of the row never wait for that
+-- lock, and concurrent enqueuers into one group share it. Every other row named is upserted and
+-- so locked (no key update) for the caller, in key order.
 create or replace function fairqueue.served_apply(p_types text[], p_group_keys text[],
     p_tenant_ids text[], p_n_deltas bigint[], p_head_created_ats timestamp with time zone[],
-    p_head_ids uuid[], p_wake_ats timestamp with time zone[]) returns void
-language sql set search_path = pg_catalog, pg_temp
+    p_head_ids uuid[], p_wake_ats timestamp with time zone[], p_departed boolean[])
+returns void
+language plpgsql set search_path = pg_catalog, pg_temp set jit = off
 as $$
-insert into fairqueue.served as s (type, group_key, n, tenant_id, plan, paused, head_created_at,
-                                   head_id, wake_at)
-select c.type, c.group_key, c.n_delta, c.tenant_id, coalesce(t.plan, ''),
-       coalesce(g.status = 'paused', false), c.head_created_at, c.head_id, c.wake_at
-  from unnest(p_types, p_group_keys, p_tenant_ids, p_n_deltas, p_head_created_ats, p_head_ids,
-              p_wake_ats)
-       as c (type, group_key, tenant_id, n_delta, head_created_at, head_id, wake_at)
-  left join fairqueue.tenants t on t.id = c.tenant_id
-  left join fairqueue.groups g on g.key = c.group_key
- order by c.type, c.group_key
-on conflict (type, group_key) do update
-   set n = s.n + excluded.n,
-       tenant_id = coalesce(excluded.tenant_id, s.tenant_id),
-       head_created_at = case when excluded.head_id is not null
-                               and (s.head_id is null
-                                    or (excluded.head_created_at, excluded.head_id)
-                                       < (s.head_created_at, s.head_id))
-                              then excluded.head_created_at else s.head_created_at end,
-       head_id = case when excluded.head_id is not null
-                       and (s.head_id is null
-                            or (excluded.head_created_at, excluded.head_id)
-                               < (s.head_created_at, s.head_id))
-                      then excluded.head_id else s.head_id end,
-       wake_at = least(s.wake_at, excluded.wake_at)
- where excluded.n <> 0
-    or (excluded.head_id is not null
-        and (s.head_id is null
-             or (excluded.head_created_at, excluded.head_id) < (s.head_created_at, s.head_id)))
-    or (excluded.wake_at is not null and (s.wake_at is null or excluded.wake_at < s.wake_at))
-$$;
+declare
+    unchanged boolean[];
+begin
+    select array_agg(k.held is not null order by c.place) into unchanged
+      from unnest(p_types, p_group_keys, p_n_deltas, p_head_created_ats, p_head_ids, p_wake_ats,
+                  p_departed) with ordinality
+           as c (type, group_key, n_delta, head_created_at, head_id, wake_at, departed, place)
+      left join lateral (
+          select true as held
+            from fairqueue.served s
+           where c.n_delta = 0 and not c.departed
+             and s.type = c.type and s.group_key = c.group_key and s.head_id is not null
+             and (c.head_id is null
+                  or (s.head_created_at, s.head_id) < (c.head_created_at, c.head_id))
+             and (c.wake_at is null or s.wake_at <= c.wake_at)
+             for key share of s) k on true;
+
+    insert into fairqueue.served as s (type, group_key, n, tenant_id, plan, paused,
+                                       head_created_at, head_id, wake_at)
+    select c.type, c.group_key, c.n_delta, c.tenant_id, coalesce(t.plan, ''),
+           coalesce(g.status = 'paused', false), c.head_created_at, c.head_id, c.wake_at
+      from unnest(p_types, p_group_keys, p_tenant_ids, p_n_deltas, p_head_created_ats,
+                  p_head_ids, p_wake_ats, unchanged)
+           as c (type, group_key, tenant_id, n_delta, head_created_at, head_id, wake_at,
+                 unchanged)
+      left join fairqueue.tenants t on t.id = c.tenant_id
+      left join fairqueue.groups g on g.key = c.group_key
+     where not c.unchanged
+     order by c.type, c.group_key
+    on conflict (type, group_key) do update
+       set n = s.n + excluded.n,
+           tenant_id = coalesce(excluded.tenant_id, s.tenant_id),
+           head_created_at = case when excluded.head_id is not null
+                                   and (s.head_id is null
+                                        or (excluded.head_created_at, excluded.head_id)
+                                           < (s.head_created_at, s.head_id))
+                                  then excluded.head_created_at else s.head_created_at end,
+           head_id = case when excluded.head_id is not null
+                           and (s.head_id is null
+                                or (excluded.head_created_at, excluded.head_id)
+                                   < (s.head_created_at, s.head_id))
+                          then excluded.head_id else s.head_id end,
+           wake_at = least(s.wake_at, excluded.wake_at)
+     where excluded.n <> 0
+        or (excluded.head_id is not null
+            and (s.head_id is null
+                 or (excluded.head_created_at, excluded.head_id)
+                    < (s.head_created_at, s.head_id)))
+        or (excluded.wake_at is not null and (s.wake_at is null or excluded.wake_at < s.wake_at));
+end $$;
 alter function fairqueue.served_apply(text[], text[], text[], bigint[],
-    timestamp with time zone[], uuid[], timestamp with time zone[]) owner to fairqueue_owner;
+    timestamp with time zone[], uuid[], timestamp with time zone[], boolean[])
+    owner to fairqueue_owner;
 revoke all on function fairqueue.served_apply(text[], text[], text[], bigint[],
-    timestamp with time zone[], uuid[], timestamp with time zone[]) from public, fairqueue_app;
+    timestamp with time zone[], uuid[], timestamp with time zone[], boolean[])
+    from public, fairqueue_app;
 
 create or replace function fairqueue.jobs_served_insert() returns trigger
 language plpgsql security definer set search_path = pg_catalog, pg_temp set jit = off
@@ -80,7 +107,8 @@ begin
              group by 1, 2) a;
     if c.types is not null then
         perform fairqueue.served_apply(c.types, c.keys, c.tenants, c.deltas, c.head_ats,
-                                       c.head_ids, c.wakes);
+                                       c.head_ids, c.wakes,
+                                       array_fill(false, array[cardinality(c.types)]));
     end if;
     return null;
 end $$;
@@ -105,6 +133,7 @@ begin
            array_agg(a.head_created_at order by a.type, a.group_key) as head_ats,
            array_agg(a.head_id order by a.type, a.group_key) as head_ids,
            array_agg(a.wake_at order by a.type, a.group_key) as wakes,
+           array_agg(a.departed order by a.type, a.group_key) as departed,
            array_agg(a.type order by a.type, a.group_key) filter (where a.departed) as gone_types,
            array_agg(a.group_key order by a.type, a.group_key) filter (where a.departed)
                as gone_keys
@@ -142,7 +171,7 @@ begin
                 or bool_or(ch.departed) or min(ch.wake_at) is not null) a;
     if c.types is not null then
         perform fairqueue.served_apply(c.types, c.keys, c.tenants, c.deltas, c.head_ats,
-                                       c.head_ids, c.wakes);
+                                       c.head_ids, c.wakes, c.departed);
         if c.gone_types is not null then
             perform fairqueue.recompute_heads(c.gone_types, c.gone_keys);
         end if;
@@ -162,6 +191,7 @@ begin
     select array_agg(a.type order by a.type, a.group_key) as types,
            array_agg(a.group_key order by a.type, a.group_key) as keys,
            array_agg(a.n_delta order by a.type, a.group_key) as deltas,
+           array_agg(a.departed order by a.type, a.group_key) as departed,
            array_agg(a.type order by a.type, a.group_key) filter (where a.departed) as gone_types,
            array_agg(a.group_key order by a.type, a.group_key) filter (where a.departed)
                as gone_keys
@@ -177,7 +207,7 @@ begin
             array_fill(null::text, array[cardinality(c.types)]), c.deltas,
             array_fill(null::timestamptz, array[cardinality(c.types)]),
             array_fill(null::uuid, array[cardinality(c.types)]),
-            array_fill(null::timestamptz, array[cardinality(c.types)]));
+            array_fill(null::timestamptz, array[cardinality(c.types)]), c.departed);
         if c.gone_types is not null then
             perform fairqueue.recompute_heads(c.gone_types, c.gone_keys);
         end if;

@@ -1,0 +1,145 @@
+"""Each group's standing in the claim's order (its head, wake time, plan, pause) stays exactly
+what its jobs say, whatever writes them and however writers overlap."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+from uuid import UUID
+
+from fairqueue import Stage, connect, enqueue
+from fairqueue.claim import claim_batch, complete_claimed
+from fairqueue.db import Connection
+from fairqueue.groups import pause_group, resume_group
+from fairqueue.plans import set_plan
+from support import race
+
+STAGE = Stage("standing", handler=lambda _job: None)
+
+
+def standings_drift(conn: Connection) -> list[dict[str, Any]]:
+    """Rows whose stored head or pause differs from what the jobs and groups say now."""
+    return conn.execute(
+        """
+        select s.group_key, s.head_id, h.id as actual
+          from fairqueue.served s
+          left join lateral (select * from fairqueue.group_head(s.type, s.group_key)) h on true
+         where s.type = %s
+           and (s.head_id is distinct from h.id
+                or s.paused <> exists (select 1 from fairqueue.groups g
+                                        where g.key = s.group_key and g.status = 'paused'))
+        """,
+        (STAGE.name,),
+    ).fetchall()
+
+
+def claim_all(conn: Connection, locked_by: str) -> list[UUID]:
+    jobs = claim_batch(conn, STAGE.name, batch=20, lease_s=60, locked_by=locked_by)
+    complete_claimed(conn, [(j.tenant_id, j.id) for j in jobs], locked_by)
+    return [j.id for j in jobs]
+
+
+def test_enqueuers_and_claimers_overlapping_on_few_groups_lose_no_job(
+    conn: Connection, dsn: str
+) -> None:
+    enqueued: list[UUID] = []
+    lock = threading.Lock()
+    writing = threading.Event()
+    writing.set()
+
+    def enqueuer(k: int) -> list[UUID]:
+        mine: list[UUID] = []
+        with connect(dsn, autocommit=True) as own:
+            for i in range(60):
+                # A transaction that stays open a little after its insert: the window in which
+                # a claim may take the group's last job without seeing this one.
+                with own.transaction():
+                    job_id = enqueue(own, STAGE.name, {"i": i}, tenant_id="t", group_id=f"g{i % 3}")
+                    assert job_id is not None
+                    time.sleep(0.002 * (k % 3))
+                mine.append(job_id)
+        with lock:
+            enqueued.extend(mine)
+        return mine
+
+    def claimer(k: int) -> list[UUID]:
+        taken: list[UUID] = []
+        with connect(dsn, autocommit=True) as own:
+            while True:
+                still_writing = writing.is_set()
+                got = claim_all(own, f"claimer-{k}")
+                taken += got
+                if not got and not still_writing:
+                    return taken
+
+    def enqueuers() -> list[UUID]:
+        try:
+            done = race([lambda k=k: enqueuer(k) for k in range(4)])
+        finally:
+            writing.clear()
+        for part in done:
+            if isinstance(part, BaseException):
+                raise part
+        return [job_id for part in done for job_id in part]
+
+    results = race([enqueuers, *[lambda k=k: claimer(k) for k in range(3)]])
+    for outcome in results:
+        if isinstance(outcome, BaseException):
+            raise outcome
+    claimed = [job_id for part in results[1:] for job_id in part]
+    # A job that became pending while its group's last job was being claimed would be left out
+    # of the standing; the claimers would then stop with it still pending.
+    assert len(claimed) == len(set(claimed))
+    assert set(claimed) == set(results[0]) == set(enqueued)
+    assert standings_drift(conn) == []
+
+
+def test_a_job_added_while_its_group_was_emptied_is_claimed_after_it_commits(
+    conn: Connection, dsn: str
+) -> None:
+    head = enqueue(conn, STAGE.name, {}, tenant_id="t", group_id="g")
+    with connect(dsn, autocommit=True) as adder, connect(dsn, autocommit=True) as claimer:
+        with adder.transaction():
+            # The group has a head, so this enqueue writes nothing to its standing.
+            added = enqueue(adder, STAGE.name, {}, tenant_id="t", group_id="g")
+            # The claim takes the head and cannot see the job above: the group looks empty.
+            assert claim_all(claimer, "first") == [head]
+        assert claim_all(claimer, "second") == [added]
+    assert standings_drift(conn) == []
+
+
+def test_a_job_that_comes_due_later_is_claimed_once_it_is_due(conn: Connection) -> None:
+    later = enqueue(conn, STAGE.name, {}, tenant_id="t", run_after=_in_seconds(conn, 0.5))
+    assert claim_all(conn, "early") == []
+    time.sleep(0.7)
+    assert claim_all(conn, "late") == [later]
+
+
+def test_a_standing_follows_pause_resume_and_plan_changes(conn: Connection) -> None:
+    first = enqueue(conn, STAGE.name, {}, tenant_id="free-co", group_id="inbox")
+    second = enqueue(conn, STAGE.name, {}, tenant_id="team-co", group_id="inbox")
+    set_plan(conn, "free-co", "free")
+    set_plan(conn, "team-co", "team")
+    pause_group(conn, "inbox", tenant_id="team-co")
+    assert standings_drift(conn) == []
+    # The team group is paused: the free one goes first.
+    assert claim_all(conn, "a") == [first]
+    resume_group(conn, "inbox", tenant_id="team-co")
+    assert standings_drift(conn) == []
+    assert claim_all(conn, "b") == [second]
+    assert standings_drift(conn) == []
+
+
+def test_a_truncated_queue_stands_again_at_the_next_claim(conn: Connection) -> None:
+    enqueue(conn, STAGE.name, {}, tenant_id="t")
+    conn.execute("truncate fairqueue.jobs")  # no trigger sees it
+    fresh = enqueue(conn, STAGE.name, {}, tenant_id="t", group_id="other")
+    assert claim_all(conn, "after") == [fresh]
+    assert standings_drift(conn) == []
+
+
+def _in_seconds(conn: Connection, seconds: float) -> Any:
+    row = conn.execute("select now() + %s * interval '1 second' as at", (seconds,)).fetchone()
+    assert row is not None
+    return row["at"]
