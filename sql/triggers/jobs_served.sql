@@ -19,6 +19,7 @@ create or replace function fairqueue.served_apply(p_types text[], p_group_keys t
     p_head_ids uuid[], p_wake_ats timestamp with time zone[], p_departed boolean[])
 returns void
 language plpgsql set search_path = pg_catalog, pg_temp set jit = off
+    set plan_cache_mode = force_generic_plan
 as $$
 declare
     unchanged boolean[];
@@ -36,6 +37,9 @@ begin
                   or (s.head_created_at, s.head_id) < (c.head_created_at, c.head_id))
              and (c.wake_at is null or s.wake_at <= c.wake_at)
              for key share of s) k on true;
+    if true = all(unchanged) then
+        return;
+    end if;
 
     insert into fairqueue.served as s (type, group_key, n, tenant_id, plan, paused,
                                        head_created_at, head_id, wake_at)
@@ -79,6 +83,7 @@ revoke all on function fairqueue.served_apply(text[], text[], text[], bigint[],
 
 create or replace function fairqueue.jobs_served_insert() returns trigger
 language plpgsql security definer set search_path = pg_catalog, pg_temp set jit = off
+    set plan_cache_mode = force_generic_plan
 as $$
 declare
     c record;
@@ -119,6 +124,7 @@ revoke all on function fairqueue.jobs_served_insert() from public, fairqueue_app
 -- lane's next job) or take it away from the due pending ones (a claim, a cancel).
 create or replace function fairqueue.jobs_served_update() returns trigger
 language plpgsql security definer set search_path = pg_catalog, pg_temp set jit = off
+    set plan_cache_mode = force_generic_plan
 as $$
 declare
     c record;
@@ -183,6 +189,7 @@ revoke all on function fairqueue.jobs_served_update() from public, fairqueue_app
 
 create or replace function fairqueue.jobs_served_delete() returns trigger
 language plpgsql security definer set search_path = pg_catalog, pg_temp set jit = off
+    set plan_cache_mode = force_generic_plan
 as $$
 declare
     c record;
