@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
+import psycopg
 from psycopg.types.json import Jsonb
 
 from .db import Connection
@@ -73,6 +74,10 @@ class ClaimedJob:
         return self.upstream_id is not None and not self.released
 
 
+# How many times a claim aborted by a deadlock is made again before the error reaches the caller.
+CLAIM_TRIES = 3
+
+
 def claim_batch(
     conn: Connection,
     job_type: str,
@@ -98,19 +103,24 @@ def claim_batch(
     conn.execute(query("expire_served"))
     conn.execute(query("analyze_when_stale"))
     # Groups other claimers hold are passed over inside the claim: a short batch means the
-    # groups nobody holds ran out.
-    with conn.transaction():
-        rows = conn.execute(
-            query("claim_batch"),
-            {
-                "type": job_type,
-                "batch": batch,
-                "lease_s": lease_s,
-                "locked_by": locked_by,
-                "run_id": run_id,
-                **plans.claim_params(),
-            },
-        ).fetchall()
+    # groups nobody holds ran out. A claim that a deadlock aborted changed nothing (its
+    # transaction rolled back whole) and is made again, a bounded number of times.
+    params = {
+        "type": job_type,
+        "batch": batch,
+        "lease_s": lease_s,
+        "locked_by": locked_by,
+        "run_id": run_id,
+        **plans.claim_params(),
+    }
+    for attempt in range(1, CLAIM_TRIES + 1):
+        try:
+            with conn.transaction():
+                rows = conn.execute(query("claim_batch"), params).fetchall()
+            break
+        except psycopg.errors.DeadlockDetected:
+            if attempt == CLAIM_TRIES:
+                raise
     if not rows:
         return []
     found = conn.execute(
