@@ -14,6 +14,13 @@
 -- with work), is only locked key share: claims and other writers of the row never wait for that
 -- lock, and concurrent enqueuers into one group share it. Every other row named is upserted and
 -- so locked (no key update) for the caller, in key order.
+--
+-- The key share lock is taken first and the standing read after it, in a statement of its own:
+-- a key share lock never waits for a writer that keeps the key, so a standing read under it may
+-- be a version that a claim still in progress is replacing. A claim that empties a group takes
+-- its row for update (watch_headless); an enqueue that locks after that waits for the claim, and
+-- the fresh read sees the group headless. One that locked before keeps the claim from taking the
+-- row for update, and the claim then marks the group to be looked at again.
 create or replace function fairqueue.served_apply(p_types text[], p_group_keys text[],
     p_tenant_ids text[], p_n_deltas bigint[], p_head_created_ats timestamp with time zone[],
     p_head_ids uuid[], p_wake_ats timestamp with time zone[], p_departed boolean[])
@@ -24,6 +31,15 @@ as $$
 declare
     unchanged boolean[];
 begin
+    perform 1
+       from unnest(p_types, p_group_keys, p_n_deltas, p_departed)
+            as c (type, group_key, n_delta, departed)
+       cross join lateral (
+           select 1
+             from fairqueue.served s
+            where c.n_delta = 0 and not c.departed
+              and s.type = c.type and s.group_key = c.group_key
+              for key share of s) k;
     select array_agg(k.held is not null order by c.place) into unchanged
       from unnest(p_types, p_group_keys, p_n_deltas, p_head_created_ats, p_head_ids, p_wake_ats,
                   p_departed) with ordinality
@@ -36,7 +52,7 @@ begin
              and (c.head_id is null
                   or (s.head_created_at, s.head_id) < (c.head_created_at, c.head_id))
              and (c.wake_at is null or s.wake_at <= c.wake_at)
-             for key share of s) k on true;
+           limit 1) k on true;
     if true = all(unchanged) then
         return;
     end if;
