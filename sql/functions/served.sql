@@ -92,71 +92,79 @@ $$;
 alter function fairqueue.group_wake(text, text) owner to fairqueue_owner;
 revoke all on function fairqueue.group_wake(text, text) from public, fairqueue_app;
 
--- A group left without a head while another transaction holds its row key share (an enqueue
--- that saw a head and so wrote nothing) may be gaining a job the caller could not see: the next
--- claim looks at it again, once that transaction is over. The row is the caller's (locked no key
--- update); trying it for update finds such a holder without waiting for it.
-create or replace function fairqueue.watch_headless(p_type text, p_group_key text) returns void
-language plpgsql set search_path = pg_catalog, pg_temp set jit = off
-as $$
-begin
-    perform 1
-       from fairqueue.served s
-      where s.type = p_type and s.group_key = p_group_key and s.head_id is null
-        for update skip locked;
-    if not found then
-        update fairqueue.served s
-           set wake_at = now()
-         where s.type = p_type and s.group_key = p_group_key and s.head_id is null;
-    end if;
-end $$;
-alter function fairqueue.watch_headless(text, text) owner to fairqueue_owner;
-revoke all on function fairqueue.watch_headless(text, text) from public, fairqueue_app;
-
 -- Sets the head of these (type, group key) rows from the jobs themselves, after a statement took
--- due pending jobs away from them. The caller holds the rows locked, so each statement's fresh
--- snapshot sees every change by a transaction that held them before. Row by row, by primary key:
--- a served table never analyzed must not be read whole.
+-- due pending jobs away from them, or as part of setting a whole standing again. The caller
+-- holds the rows locked, so this statement's fresh snapshot sees every change by a transaction
+-- that held them before. The rows are found by primary key and written by their place, one
+-- statement for all of them: a served table never analyzed must not be read whole.
+--
+-- A group left without a head while another transaction holds its row key share (an enqueue
+-- that saw a head and so wrote nothing) may be gaining a job this snapshot cannot see: the next
+-- claim looks at it again (its wake time is now), once that transaction is over. Trying the row
+-- for update finds such a holder without waiting for it; taken, the lock makes every later
+-- enqueue into the group wait for this transaction and then read the group as headless
+-- (served_apply).
 create or replace function fairqueue.recompute_heads(p_types text[], p_group_keys text[])
 returns void
 language plpgsql set search_path = pg_catalog, pg_temp set jit = off
 as $$
 declare
-    k record;
+    places tid[];
+    headless tid[];
+    watched tid[];
 begin
-    for k in select * from unnest(p_types, p_group_keys) as k (type, group_key) loop
+    select array_agg(f.ctid) into places
+      from unnest(p_types, p_group_keys) as k (type, group_key)
+      cross join lateral (
+          select r.ctid
+            from fairqueue.served r
+           where r.type = k.type and r.group_key = k.group_key
+           limit 1) f;
+    with headed as (
         update fairqueue.served s
            set (head_created_at, head_id) = (select h.created_at, h.id
                                                from fairqueue.group_head(s.type, s.group_key) h)
-         where s.type = k.type and s.group_key = k.group_key;
-        perform fairqueue.watch_headless(k.type, k.group_key);
-    end loop;
+         where s.ctid = any(places)
+        returning s.ctid, s.head_id
+    )
+    select array_agg(h.ctid) filter (where h.head_id is null) into headless from headed h;
+    if headless is null then
+        return;
+    end if;
+    watched := array(select s.ctid
+                       from fairqueue.served s
+                      where s.ctid = any(headless)
+                        for update skip locked);
+    update fairqueue.served s
+       set wake_at = now()
+     where s.ctid = any(headless) and not s.ctid = any(watched);
 end $$;
 alter function fairqueue.recompute_heads(text[], text[]) owner to fairqueue_owner;
 revoke all on function fairqueue.recompute_heads(text[], text[]) from public, fairqueue_app;
 
--- Sets the whole standing of these rows from the jobs, the tenant and the group: head, wake
--- time, plan and pause. For groups whose jobs came due, and for a standing the claim found
+-- Sets the whole standing of these rows from the jobs, the tenant and the group: wake time, plan
+-- and pause, then the head. For groups whose jobs came due, and for a standing the claim found
 -- wrong. The caller holds the rows locked.
 create or replace function fairqueue.recompute_standings(p_types text[], p_group_keys text[])
 returns void
 language plpgsql set search_path = pg_catalog, pg_temp set jit = off
 as $$
-declare
-    k record;
 begin
-    for k in select * from unnest(p_types, p_group_keys) as k (type, group_key) loop
-        update fairqueue.served s
-           set (head_created_at, head_id) = (select h.created_at, h.id
-                                               from fairqueue.group_head(s.type, s.group_key) h),
-               wake_at = fairqueue.group_wake(s.type, s.group_key),
-               paused = exists (select 1 from fairqueue.groups g
-                                 where g.key = s.group_key and g.status = 'paused'),
-               plan = coalesce((select t.plan from fairqueue.tenants t
-                                 where t.id = s.tenant_id), '')
-         where s.type = k.type and s.group_key = k.group_key;
-        perform fairqueue.watch_headless(k.type, k.group_key);
-    end loop;
+    update fairqueue.served s
+       set wake_at = fairqueue.group_wake(s.type, s.group_key),
+           paused = exists (select 1 from fairqueue.groups g
+                             where g.key = s.group_key and g.status = 'paused'),
+           plan = coalesce((select t.plan from fairqueue.tenants t
+                             where t.id = s.tenant_id), '')
+     where s.ctid = any(array(
+               select f.ctid
+                 from unnest(p_types, p_group_keys) as k (type, group_key)
+                 cross join lateral (
+                     select r.ctid
+                       from fairqueue.served r
+                      where r.type = k.type and r.group_key = k.group_key
+                      limit 1) f));
+    perform fairqueue.recompute_heads(p_types, p_group_keys);
 end $$;
 alter function fairqueue.recompute_standings(text[], text[]) owner to fairqueue_owner;
 revoke all on function fairqueue.recompute_standings(text[], text[]) from public, fairqueue_app;
