@@ -148,6 +148,22 @@ declare
 begin
     perform fairqueue.served_near_edge(
         least((select min(served_at) from old_rows), (select min(served_at) from new_rows)));
+    -- A statement that leaves no job pending and moves none across the day's edge (a batch's
+    -- completion, by far the most common update) changes no standing and no count. A full
+    -- join can only be hashed or merged: the transition tables have no statistics, and a
+    -- nested loop over a large statement's rows would be quadratic.
+    if not exists (select 1 from old_rows o where o.status = 'pending')
+       and not exists (select 1 from new_rows n where n.status = 'pending')
+       and not exists (
+           select 1
+             from old_rows o
+             full join new_rows n on n.id = o.id
+            cross join fairqueue.served_watermark w
+            where o.id is null or n.id is null
+               or n.type <> o.type or n.group_key <> o.group_key
+               or (o.served_at > w.watermark) is distinct from (n.served_at > w.watermark)) then
+        return null;
+    end if;
     select array_agg(a.type order by a.type, a.group_key) as types,
            array_agg(a.group_key order by a.type, a.group_key) as keys,
            array_agg(a.tenant_id order by a.type, a.group_key) as tenants,
