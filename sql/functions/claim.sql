@@ -111,16 +111,17 @@ begin
             -- A group this claim holds that offered nothing although its head is not held
             -- either: its standing is wrong (its jobs changed in a way no trigger saw, such as a
             -- truncate, or it was paused since), so it stands again from its jobs.
-            if p_hold_groups and held is not null then
+            if p_hold_groups
+               and cardinality(held) > coalesce(cardinality(found_keys), 0) then
                 select array_agg(s.group_key) into stale
                   from unnest(held) as k (group_key)
                   cross join lateral (
                       select s.group_key, s.head_id
                         from fairqueue.served s
                        where s.type = p_type and s.group_key = k.group_key
+                         and not k.group_key = any(coalesce(found_keys, '{}'))
                        limit 1) s
-                 where not s.group_key = any(coalesce(found_keys, '{}'))
-                   and not exists (select 1 from fairqueue.jobs j
+                 where not exists (select 1 from fairqueue.jobs j
                                     where j.id = s.head_id and j.status = 'pending'
                                       and j.run_after <= now());
                 if stale is not null then
@@ -232,11 +233,14 @@ begin
           join levels l on l.priority = f.priority and l.served >= f.served
          group by f.id, f.tenant_id, f.created_at, f.group_key, f.priority, f.served
     ),
-    -- Each group's first job, then as many more of its oldest due jobs as it could take, and at
-    -- least a share of twice the batch, so a claimer that overlaps another in the same groups
-    -- finds spares.
+    -- Each group's first job, then as many more of its oldest due jobs as it could take, and,
+    -- when fewer groups than the batch offer a first job, at least a share of twice the batch,
+    -- so a claimer that overlaps another in the same groups finds spares. The first jobs are
+    -- this claim's already (claim_firsts locked them), so a batch's worth of them needs none.
     share as (
-        select greatest(1, 2 * p_batch / greatest(count(*), 1)) as per_group from reach
+        select case when count(*) >= p_batch then 1
+                    else greatest(1, 2 * p_batch / greatest(count(*), 1)) end as per_group
+          from reach
     ),
     offered as (
         select r.id, r.tenant_id, r.created_at, r.priority, r.served + 1 as served
