@@ -59,3 +59,21 @@ end $$;
 alter function fairqueue.unclamp() owner to fairqueue_owner;
 revoke all on function fairqueue.unclamp() from public, fairqueue_app;
 grant execute on function fairqueue.unclamp() to fairqueue_app;
+
+-- Clamps the transaction to the tenant unless it is clamped already, then says what it is
+-- clamped to (NULL and true: the system clamp): a statement that starts with it works for the
+-- tenant from its first row, in a transaction of its own or in the caller's. The caller refuses
+-- to go on when the answer is another tenant's clamp.
+create or replace function fairqueue.clamp_unless_clamped(p_tenant_id text)
+returns table (tenant_id text, system boolean)
+language plpgsql
+as $$
+begin
+    if fairqueue.current_tenant() is null and not fairqueue.system_clamp() then
+        perform fairqueue.clamp(p_tenant_id);
+    end if;
+    return query select fairqueue.current_tenant(), fairqueue.system_clamp();
+end $$;
+alter function fairqueue.clamp_unless_clamped(text) owner to fairqueue_owner;
+revoke all on function fairqueue.clamp_unless_clamped(text) from public, fairqueue_app;
+grant execute on function fairqueue.clamp_unless_clamped(text) to fairqueue_app;

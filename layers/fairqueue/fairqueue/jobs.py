@@ -19,7 +19,7 @@ from .inputs import check_attempts, check_delay, check_label, integral_numbers, 
 from .queries import query
 from .settings import Settings, settings
 from .stage import Stage, known_stage, known_types
-from .tenancy import tenant_scope
+from .tenancy import mismatch
 
 DEFAULT_MAX_PAYLOAD_BYTES = Settings.model_fields["max_payload_bytes"].default
 
@@ -138,7 +138,13 @@ def stage_of(job_type: str) -> Stage:
 
 
 def insert(conn: Connection, job: PreparedJob) -> UUID | None:
-    """Insert a prepared job; None when an open job of the tenant has its dedupe key."""
+    """Insert a prepared job; None when an open job of the tenant has its dedupe key.
+
+    One statement that clamps the transaction to the job's tenant itself, unless it is clamped
+    already: an autocommit connection's statement is its own transaction, and a caller's open
+    transaction stays clamped to the tenant, as ``tenant_scope`` leaves it. A transaction
+    clamped to another tenant is refused (TenantMismatch) and nothing is written.
+    """
     row = conn.execute(
         query("enqueue"),
         {
@@ -152,10 +158,11 @@ def insert(conn: Connection, job: PreparedJob) -> UUID | None:
             "delay_s": job.delay_s,
         },
     ).fetchone()
-    if row is None:
-        return None
+    assert row is not None, "the enqueue statement answers one row"
+    if not row["matches"]:
+        raise mismatch(None if row["system"] else row["clamped_to"], job.tenant_id)
     job_id = row["id"]
-    assert isinstance(job_id, UUID)
+    assert job_id is None or isinstance(job_id, UUID)
     return job_id
 
 
@@ -184,8 +191,7 @@ def enqueue(
         run_after=run_after,
         max_attempts=max_attempts,
     )
-    with tenant_scope(conn, tenant_id):
-        job_id = insert(conn, prepared)
+    job_id = insert(conn, prepared)
     ring_when_committed(conn, doorbell_for(prepared, job_id))
     return job_id
 

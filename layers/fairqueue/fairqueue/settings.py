@@ -300,11 +300,15 @@ _lock = threading.Lock()
 _cached: tuple[tuple[str | None, ...], Settings] | None = None
 
 
+# Every variable's name, listed once: the fields do not change while the process runs.
+_NAMES: Final = tuple(Settings.variables().values())
+
+
 def settings() -> Settings:
     """The settings the process's environment gives now (see the module's docstring)."""
     global _cached
-    names = Settings.variables().values()
-    key = tuple(os.environ.get(name) for name in names)
+    environ = os.environ
+    key = tuple(environ.get(name) for name in _NAMES)
     with _lock:
         if _cached is not None and _cached[0] == key:
             return _cached[1]

@@ -65,9 +65,14 @@ def clamp_callers_transaction(conn: Connection, tenant_id: str | None) -> None:
         _clamp(conn, tenant_id)
         return
     if current != tenant_id:
-        raise TenantMismatch(
-            f"this transaction works for tenant {current!r}; it cannot enqueue for {tenant_id!r}"
-        )
+        raise mismatch(current, tenant_id)
+
+
+def mismatch(current: str | None, tenant_id: str | None) -> TenantMismatch:
+    """The refusal of work for ``tenant_id`` in a transaction clamped to ``current``."""
+    return TenantMismatch(
+        f"this transaction works for tenant {current!r}; it cannot enqueue for {tenant_id!r}"
+    )
 
 
 @contextmanager

@@ -1,11 +1,29 @@
 -- name: enqueue
-insert into fairqueue.jobs (type, payload, tenant_id, group_id, dedupe_key, max_attempts, run_after)
-values (%(type)s, %(payload)s, %(tenant_id)s, %(group_id)s, %(dedupe_key)s, %(max_attempts)s,
-        coalesce(%(run_after)s::timestamptz, now() + %(delay_s)s * interval '1 second'))
-on conflict (coalesce(tenant_id, ''), dedupe_key)
-   where dedupe_key is not null and status in ('queued', 'pending', 'running')
-   do nothing
-returning id;
+-- One statement, one round trip: it clamps its transaction to the job's tenant unless the
+-- transaction is clamped already (its own when the connection autocommits, else the caller's),
+-- and inserts only when that clamp is the job's tenant's. `clamped_to` and `system` say what the
+-- clamp is; `id` is NULL when the insert was refused for another tenant's clamp or when an
+-- open job of the tenant holds the dedupe key.
+with clamp as materialized (
+    select c.tenant_id, c.system,
+           c.tenant_id is not distinct from %(tenant_id)s::text
+               and (c.tenant_id is not null or c.system) as matches
+      from fairqueue.clamp_unless_clamped(%(tenant_id)s) c
+),
+inserted as (
+    insert into fairqueue.jobs
+           (type, payload, tenant_id, group_id, dedupe_key, max_attempts, run_after)
+    select %(type)s, %(payload)s, %(tenant_id)s, %(group_id)s, %(dedupe_key)s, %(max_attempts)s,
+           coalesce(%(run_after)s::timestamptz, now() + %(delay_s)s * interval '1 second')
+      from clamp
+     where clamp.matches
+    on conflict (coalesce(tenant_id, ''), dedupe_key)
+       where dedupe_key is not null and status in ('queued', 'pending', 'running')
+       do nothing
+    returning id
+)
+select clamp.tenant_id as clamped_to, clamp.system, clamp.matches, inserted.id
+  from clamp left join inserted on true;
 
 -- name: get_job
 -- Under the tenant's clamp, and naming the tenant too (a superuser login bypasses the clamp).
