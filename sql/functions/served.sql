@@ -92,11 +92,12 @@ $$;
 alter function fairqueue.group_wake(text, text) owner to fairqueue_owner;
 revoke all on function fairqueue.group_wake(text, text) from public, fairqueue_app;
 
--- Sets the head of these (type, group key) rows from the jobs themselves, after a statement took
--- due pending jobs away from them, or as part of setting a whole standing again. The caller
--- holds the rows locked, so this statement's fresh snapshot sees every change by a transaction
--- that held them before. The rows are found by primary key and written by their place, one
--- statement for all of them: a served table never analyzed must not be read whole.
+-- Adds each (type, group key) row's count change, compares in its wake time and sets its head
+-- again from the jobs themselves, in one write per row: after a statement took due pending jobs
+-- away from the groups, or as part of setting a whole standing again. The caller holds the rows
+-- locked, so this statement's fresh snapshot sees every change by a transaction that held them
+-- before. The rows are found by primary key and written by their place, one statement for all
+-- of them: a served table never analyzed must not be read whole.
 --
 -- A group left without a head while another transaction holds its row key share (an enqueue
 -- that saw a head and so wrote nothing) may be gaining a job this snapshot cannot see: the next
@@ -104,17 +105,23 @@ revoke all on function fairqueue.group_wake(text, text) from public, fairqueue_a
 -- for update finds such a holder without waiting for it; taken, the lock makes every later
 -- enqueue into the group wait for this transaction and then read the group as headless
 -- (served_apply).
-create or replace function fairqueue.recompute_heads(p_types text[], p_group_keys text[])
+create or replace function fairqueue.recompute_heads(p_types text[], p_group_keys text[],
+    p_n_deltas bigint[], p_wake_ats timestamp with time zone[])
 returns void
 language plpgsql set search_path = pg_catalog, pg_temp set jit = off
 as $$
 declare
     places tid[];
+    deltas bigint[];
+    wakes timestamptz[];
     headless tid[];
     watched tid[];
 begin
-    select array_agg(f.ctid) into places
-      from unnest(p_types, p_group_keys) as k (type, group_key)
+    select array_agg(f.ctid order by k.place), array_agg(k.n_delta order by k.place),
+           array_agg(k.wake_at order by k.place)
+      into places, deltas, wakes
+      from unnest(p_types, p_group_keys, p_n_deltas, p_wake_ats) with ordinality
+           as k (type, group_key, n_delta, wake_at, place)
       cross join lateral (
           select r.ctid
             from fairqueue.served r
@@ -122,7 +129,9 @@ begin
            limit 1) f;
     with headed as (
         update fairqueue.served s
-           set (head_created_at, head_id) = (select h.created_at, h.id
+           set n = s.n + deltas[array_position(places, s.ctid)],
+               wake_at = least(s.wake_at, wakes[array_position(places, s.ctid)]),
+               (head_created_at, head_id) = (select h.created_at, h.id
                                                from fairqueue.group_head(s.type, s.group_key) h)
          where s.ctid = any(places)
         returning s.ctid, s.head_id
@@ -139,8 +148,10 @@ begin
        set wake_at = now()
      where s.ctid = any(headless) and not s.ctid = any(watched);
 end $$;
-alter function fairqueue.recompute_heads(text[], text[]) owner to fairqueue_owner;
-revoke all on function fairqueue.recompute_heads(text[], text[]) from public, fairqueue_app;
+alter function fairqueue.recompute_heads(text[], text[], bigint[], timestamp with time zone[])
+    owner to fairqueue_owner;
+revoke all on function fairqueue.recompute_heads(text[], text[], bigint[],
+    timestamp with time zone[]) from public, fairqueue_app;
 
 -- Sets the whole standing of these rows from the jobs, the tenant and the group: wake time, plan
 -- and pause, then the head. For groups whose jobs came due, and for a standing the claim found
@@ -164,7 +175,9 @@ begin
                        from fairqueue.served r
                       where r.type = k.type and r.group_key = k.group_key
                       limit 1) f));
-    perform fairqueue.recompute_heads(p_types, p_group_keys);
+    perform fairqueue.recompute_heads(p_types, p_group_keys,
+        array_fill(0::bigint, array[cardinality(p_types)]),
+        array_fill(null::timestamptz, array[cardinality(p_types)]));
 end $$;
 alter function fairqueue.recompute_standings(text[], text[]) owner to fairqueue_owner;
 revoke all on function fairqueue.recompute_standings(text[], text[]) from public, fairqueue_app;

@@ -21,6 +21,12 @@
 -- its row for update (watch_headless); an enqueue that locks after that waits for the claim, and
 -- the fresh read sees the group headless. One that locked before keeps the claim from taking the
 -- row for update, and the claim then marks the group to be looked at again.
+--
+-- A group whose due pending jobs the statement took away (departed) gets its head again from
+-- the jobs: its standing, locked with the other rows to write, is written once with its count,
+-- wake time and head together (recompute_heads), in a statement whose fresh snapshot sees
+-- whoever held the row before. One with no standing yet is upserted first, then given its head
+-- the same way.
 create or replace function fairqueue.served_apply(p_types text[], p_group_keys text[],
     p_tenant_ids text[], p_n_deltas bigint[], p_head_created_ats timestamp with time zone[],
     p_head_ids uuid[], p_wake_ats timestamp with time zone[], p_departed boolean[])
@@ -30,6 +36,8 @@ language plpgsql set search_path = pg_catalog, pg_temp set jit = off
 as $$
 declare
     unchanged boolean[];
+    standing boolean[];
+    gone record;
 begin
     perform 1
        from unnest(p_types, p_group_keys, p_n_deltas, p_departed)
@@ -56,39 +64,65 @@ begin
     if true = all(unchanged) then
         return;
     end if;
-
-    insert into fairqueue.served as s (type, group_key, n, tenant_id, plan, paused,
-                                       head_created_at, head_id, wake_at)
-    select c.type, c.group_key, c.n_delta, c.tenant_id, coalesce(t.plan, ''),
-           coalesce(g.status = 'paused', false), c.head_created_at, c.head_id, c.wake_at
-      from unnest(p_types, p_group_keys, p_tenant_ids, p_n_deltas, p_head_created_ats,
-                  p_head_ids, p_wake_ats, unchanged)
-           as c (type, group_key, tenant_id, n_delta, head_created_at, head_id, wake_at,
-                 unchanged)
-      left join fairqueue.tenants t on t.id = c.tenant_id
-      left join fairqueue.groups g on g.key = c.group_key
-     where not c.unchanged
-     order by c.type, c.group_key
-    on conflict (type, group_key) do update
-       set n = s.n + excluded.n,
-           tenant_id = coalesce(excluded.tenant_id, s.tenant_id),
-           head_created_at = case when excluded.head_id is not null
-                                   and (s.head_id is null
-                                        or (excluded.head_created_at, excluded.head_id)
-                                           < (s.head_created_at, s.head_id))
-                                  then excluded.head_created_at else s.head_created_at end,
-           head_id = case when excluded.head_id is not null
-                           and (s.head_id is null
-                                or (excluded.head_created_at, excluded.head_id)
-                                   < (s.head_created_at, s.head_id))
-                          then excluded.head_id else s.head_id end,
-           wake_at = least(s.wake_at, excluded.wake_at)
-     where excluded.n <> 0
-        or (excluded.head_id is not null
-            and (s.head_id is null
-                 or (excluded.head_created_at, excluded.head_id)
-                    < (s.head_created_at, s.head_id)))
-        or (excluded.wake_at is not null and (s.wake_at is null or excluded.wake_at < s.wake_at));
+    -- Every row the statement writes that exists is locked first, in key order, so that the
+    -- writes below wait only for rows another transaction is inserting.
+    select array_agg(c.departed and k.found is not null order by c.place) into standing
+      from unnest(p_types, p_group_keys, p_departed, unchanged) with ordinality
+           as c (type, group_key, departed, unchanged, place)
+      left join lateral (
+          select true as found
+            from fairqueue.served s
+           where not c.unchanged and s.type = c.type and s.group_key = c.group_key
+           limit 1
+             for no key update of s) k on true;
+    unchanged := array(select u.unchanged or u.standing
+                         from unnest(unchanged, standing) as u (unchanged, standing));
+    if false = any(unchanged) then
+        insert into fairqueue.served as s (type, group_key, n, tenant_id, plan, paused,
+                                           head_created_at, head_id, wake_at)
+        select c.type, c.group_key, c.n_delta, c.tenant_id, coalesce(t.plan, ''),
+               coalesce(g.status = 'paused', false), c.head_created_at, c.head_id, c.wake_at
+          from unnest(p_types, p_group_keys, p_tenant_ids, p_n_deltas, p_head_created_ats,
+                      p_head_ids, p_wake_ats, unchanged)
+               as c (type, group_key, tenant_id, n_delta, head_created_at, head_id, wake_at,
+                     unchanged)
+          left join fairqueue.tenants t on t.id = c.tenant_id
+          left join fairqueue.groups g on g.key = c.group_key
+         where not c.unchanged
+         order by c.type, c.group_key
+        on conflict (type, group_key) do update
+           set n = s.n + excluded.n,
+               tenant_id = coalesce(excluded.tenant_id, s.tenant_id),
+               head_created_at = case when excluded.head_id is not null
+                                       and (s.head_id is null
+                                            or (excluded.head_created_at, excluded.head_id)
+                                               < (s.head_created_at, s.head_id))
+                                      then excluded.head_created_at else s.head_created_at end,
+               head_id = case when excluded.head_id is not null
+                               and (s.head_id is null
+                                    or (excluded.head_created_at, excluded.head_id)
+                                       < (s.head_created_at, s.head_id))
+                              then excluded.head_id else s.head_id end,
+               wake_at = least(s.wake_at, excluded.wake_at)
+         where excluded.n <> 0
+            or (excluded.head_id is not null
+                and (s.head_id is null
+                     or (excluded.head_created_at, excluded.head_id)
+                        < (s.head_created_at, s.head_id)))
+            or (excluded.wake_at is not null
+                and (s.wake_at is null or excluded.wake_at < s.wake_at));
+    end if;
+    select array_agg(c.type order by c.place) as types,
+           array_agg(c.group_key order by c.place) as keys,
+           array_agg(case when c.standing then c.n_delta else 0 end order by c.place) as deltas,
+           array_agg(case when c.standing then c.wake_at end order by c.place) as wakes
+      into gone
+      from unnest(p_types, p_group_keys, p_n_deltas, p_wake_ats, p_departed, standing)
+           with ordinality as c (type, group_key, n_delta, wake_at, departed, standing, place)
+     where c.departed;
+    if gone.types is not null then
+        perform fairqueue.recompute_heads(gone.types, gone.keys, gone.deltas, gone.wakes);
+    end if;
 end $$;
 alter function fairqueue.served_apply(text[], text[], text[], bigint[],
     timestamp with time zone[], uuid[], timestamp with time zone[], boolean[])
@@ -171,10 +205,7 @@ begin
            array_agg(a.head_created_at order by a.type, a.group_key) as head_ats,
            array_agg(a.head_id order by a.type, a.group_key) as head_ids,
            array_agg(a.wake_at order by a.type, a.group_key) as wakes,
-           array_agg(a.departed order by a.type, a.group_key) as departed,
-           array_agg(a.type order by a.type, a.group_key) filter (where a.departed) as gone_types,
-           array_agg(a.group_key order by a.type, a.group_key) filter (where a.departed)
-               as gone_keys
+           array_agg(a.departed order by a.type, a.group_key) as departed
       into c
       from (select ch.type, ch.group_key, min(ch.tenant_id) as tenant_id,
                    coalesce(sum(ch.served), 0)::bigint as n_delta,
@@ -210,9 +241,6 @@ begin
     if c.types is not null then
         perform fairqueue.served_apply(c.types, c.keys, c.tenants, c.deltas, c.head_ats,
                                        c.head_ids, c.wakes, c.departed);
-        if c.gone_types is not null then
-            perform fairqueue.recompute_heads(c.gone_types, c.gone_keys);
-        end if;
     end if;
     return null;
 end $$;
@@ -230,10 +258,7 @@ begin
     select array_agg(a.type order by a.type, a.group_key) as types,
            array_agg(a.group_key order by a.type, a.group_key) as keys,
            array_agg(a.n_delta order by a.type, a.group_key) as deltas,
-           array_agg(a.departed order by a.type, a.group_key) as departed,
-           array_agg(a.type order by a.type, a.group_key) filter (where a.departed) as gone_types,
-           array_agg(a.group_key order by a.type, a.group_key) filter (where a.departed)
-               as gone_keys
+           array_agg(a.departed order by a.type, a.group_key) as departed
       into c
       from (select r.type, r.group_key,
                    -count(*) filter (where r.served_at > w.watermark) as n_delta,
@@ -247,9 +272,6 @@ begin
             array_fill(null::timestamptz, array[cardinality(c.types)]),
             array_fill(null::uuid, array[cardinality(c.types)]),
             array_fill(null::timestamptz, array[cardinality(c.types)]), c.departed);
-        if c.gone_types is not null then
-            perform fairqueue.recompute_heads(c.gone_types, c.gone_keys);
-        end if;
     end if;
     return null;
 end $$;
