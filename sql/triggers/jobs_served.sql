@@ -18,7 +18,7 @@
 -- The key share lock is taken first and the standing read after it, in a statement of its own:
 -- a key share lock never waits for a writer that keeps the key, so a standing read under it may
 -- be a version that a claim still in progress is replacing. A claim that empties a group takes
--- its row for update (watch_headless); an enqueue that locks after that waits for the claim, and
+-- its row for update (recompute_heads); an enqueue that locks after that waits for the claim, and
 -- the fresh read sees the group headless. One that locked before keeps the claim from taking the
 -- row for update, and the claim then marks the group to be looked at again.
 --
