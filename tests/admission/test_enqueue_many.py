@@ -250,8 +250,9 @@ def test_the_jobs_go_in_one_statement_whatever_their_number(dsn, conn, monkeypat
         with connect(dsn) as c:
             sent[n] = statements(monkeypatch, c)
             enqueue_many(c, "many_plain", [NewJob({"n": k}) for k in range(n)], tenant_id="t1")
-    # The clamp (asked, then set) and the insert: as many for five hundred jobs as for one.
-    assert len(sent[1]) == len(sent[500]) == 3
+    # The clamp (asked and set in one statement) and the insert: as many for five hundred jobs
+    # as for one.
+    assert len(sent[1]) == len(sent[500]) == 2
     assert sum("insert into fairqueue.jobs" in s for s in sent[500]) == 1
     assert count(conn) == 501
 

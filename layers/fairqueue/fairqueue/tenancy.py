@@ -20,9 +20,13 @@ TENANT_SETTING = "fairqueue.tenant_id"
 SYSTEM_SETTING = "fairqueue.system"
 
 
-def _clamp(conn: Connection, tenant_id: str | None) -> None:
+def _check_tenant(tenant_id: str | None) -> None:
     if tenant_id is not None and (not isinstance(tenant_id, str) or not tenant_id):
         raise InvalidPayload(f"a tenant id must be a non-empty string or None, got {tenant_id!r}")
+
+
+def _clamp(conn: Connection, tenant_id: str | None) -> None:
+    _check_tenant(tenant_id)
     # The settings are written by one SQL function, fairqueue.clamp
     # (sql/functions/tenant_clamp.sql), which the batch functions call too.
     conn.execute("select fairqueue.clamp(%(tenant)s)", {"tenant": tenant_id})
@@ -51,19 +55,14 @@ def clamp_callers_transaction(conn: Connection, tenant_id: str | None) -> None:
     A transaction clamped to another tenant is refused: switching it would hand the caller's
     later statements to the wrong tenant.
     """
+    _check_tenant(tenant_id)
+    # One round trip: the SQL function that the enqueue statement starts with, too.
     row = conn.execute(
-        "select coalesce(current_setting('fairqueue.tenant_id', true), '') as tenant,"
-        " coalesce(current_setting('fairqueue.system', true), '') as system"
+        "select tenant_id, system from fairqueue.clamp_unless_clamped(%(tenant)s)",
+        {"tenant": tenant_id},
     ).fetchone()
     assert row is not None
-    current: str | None
-    if row["tenant"]:
-        current = row["tenant"]
-    elif row["system"] == "on":
-        current = None
-    else:
-        _clamp(conn, tenant_id)
-        return
+    current = None if row["system"] else row["tenant_id"]
     if current != tenant_id:
         raise mismatch(current, tenant_id)
 
