@@ -63,10 +63,11 @@ grant execute on function fairqueue.unclamp() to fairqueue_app;
 -- Clamps the transaction to the tenant unless it is clamped already, then says what it is
 -- clamped to (NULL and true: the system clamp): a statement that starts with it works for the
 -- tenant from its first row, in a transaction of its own or in the caller's. The caller refuses
--- to go on when the answer is another tenant's clamp.
+-- to go on when the answer is another tenant's clamp. One row, as the planner is told: the
+-- default guess of a thousand made a statement joining it to its items big enough to compile.
 create or replace function fairqueue.clamp_unless_clamped(p_tenant_id text)
 returns table (tenant_id text, system boolean)
-language plpgsql
+language plpgsql rows 1
 as $$
 begin
     if fairqueue.current_tenant() is null and not fairqueue.system_clamp() then

@@ -146,6 +146,24 @@ def test_64_levels_are_accepted_and_stored_as_given(conn) -> None:
     assert job(conn, job_id)["payload"] == nested(64)
 
 
+def test_text_that_spells_an_escape_is_stored_as_written(conn) -> None:
+    # A backslash then "u0000" is six ordinary characters, not a NUL.
+    payload = {"path": "C:\\u0000\\file", "items": ("a", ["b", {"c": None}])}
+    job_id = enqueue(conn, "plain", payload)
+    assert job(conn, job_id)["payload"] == {
+        "path": "C:\\u0000\\file",
+        "items": ["a", ["b", {"c": None}]],
+    }
+
+
+def test_a_document_that_holds_itself_is_refused(conn) -> None:
+    looped: list[object] = []
+    looped.append(looped)
+    with pytest.raises(InvalidPayload, match="nests deeper than 64 levels"):
+        enqueue(conn, "plain", {"x": looped})
+    assert count(conn) == 0
+
+
 def test_what_is_stored_is_what_the_model_checked(conn) -> None:
     job_id = enqueue(conn, "counted", {"pages": 5, "note": "kept out"})
     assert job(conn, job_id)["payload"] == {"pages": 5, "title": "untitled"}

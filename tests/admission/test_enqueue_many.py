@@ -245,16 +245,20 @@ def test_at_most_ten_thousand_jobs_per_call(conn, monkeypatch) -> None:
 
 
 def test_the_jobs_go_in_one_statement_whatever_their_number(dsn, conn, monkeypatch) -> None:
-    sent: dict[int, list[str]] = {}
+    sent: dict[tuple[int, bool], list[str]] = {}
     for n in (1, 500):
-        with connect(dsn) as c:
-            sent[n] = statements(monkeypatch, c)
-            enqueue_many(c, "many_plain", [NewJob({"n": k}) for k in range(n)], tenant_id="t1")
-    # The clamp (asked and set in one statement) and the insert: as many for five hundred jobs
-    # as for one.
-    assert len(sent[1]) == len(sent[500]) == 2
-    assert sum("insert into fairqueue.jobs" in s for s in sent[500]) == 1
-    assert count(conn) == 501
+        for autocommit in (False, True):
+            with connect(dsn, autocommit=autocommit) as c:
+                sent[n, autocommit] = statements(monkeypatch, c)
+                jobs = [NewJob({"n": k}) for k in range(n)]
+                enqueue_many(c, "many_plain", jobs, tenant_id="t1")
+                if not autocommit:
+                    c.commit()
+    # The statement clamps its transaction and inserts: one for five hundred jobs as for one,
+    # in the caller's transaction as in one of its own.
+    assert all(len(found) == 1 for found in sent.values())
+    assert all("insert into fairqueue.jobs" in found[0] for found in sent.values())
+    assert count(conn) == 1002
 
 
 def test_an_empty_list_returns_nothing_and_sends_nothing(dsn, conn, monkeypatch) -> None:

@@ -3,8 +3,9 @@
 Every job is checked by ``jobs.prepare``, exactly as ``enqueue`` checks one, before anything is
 sent; the first bad one refuses the whole call with the error ``enqueue`` would raise, its
 message prefixed with the job's place in the list (``jobs[3]: ...``). What passes goes to the
-database as one INSERT of arrays (``queries/jobs.sql``, ``enqueue_many``), under the same tenant
-clamp as ``enqueue``, and each inserted job of a doorbell stage rings once the rows commit.
+database as one INSERT of arrays (``queries/jobs.sql``, ``enqueue_many``), which clamps its
+transaction to the tenant as ``enqueue``'s statement does, and each inserted job of a doorbell
+stage rings once the rows commit.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from .jobs import (
     stage_of,
 )
 from .queries import query
-from .tenancy import tenant_scope
+from .tenancy import mismatch
 
 Refusal = Literal["open", "repeated"]
 """Why a job of the call was not inserted: ``open``, an open job of the tenant (queued, pending
@@ -79,8 +80,7 @@ def enqueue_many(
     prepared, refused = prepare_many(job_type, jobs, tenant_id=tenant_id)
     if not prepared:
         return []  # no jobs given (a repeated key always follows one that is sent)
-    with tenant_scope(conn, tenant_id):
-        ids = insert_many(conn, job_type, tenant_id, [job for _, job in prepared])
+    ids = insert_many(conn, job_type, tenant_id, [job for _, job in prepared])
     ring_all_when_committed(
         conn, [doorbell_for(job, job_id) for (_, job), job_id in zip(prepared, ids, strict=True)]
     )
@@ -157,7 +157,11 @@ def insert_many(
     conn: Connection, job_type: str, tenant_id: str | None, jobs: Sequence[PreparedJob]
 ) -> list[UUID | None]:
     """Insert prepared jobs of one type and tenant in one statement; each one's id, or None
-    where an open job of the tenant holds its dedupe key. The keys must differ."""
+    where an open job of the tenant holds its dedupe key. The keys must differ.
+
+    The statement clamps its transaction to the tenant unless it is clamped already, as
+    ``enqueue``'s does; a transaction clamped to another tenant is refused (TenantMismatch)
+    and nothing is written."""
     rows = conn.execute(
         query("enqueue_many"),
         {
@@ -171,6 +175,8 @@ def insert_many(
             "delays_s": [job.delay_s for job in jobs],
         },
     ).fetchall()
+    if not rows[0]["matches"]:
+        raise mismatch(None if rows[0]["system"] else rows[0]["clamped_to"], tenant_id)
     ids: list[UUID | None] = [row["id"] for row in rows]
     assert len(ids) == len(jobs), "enqueue_many answers one row per job"
     return ids

@@ -92,6 +92,54 @@ def storable_json(document: Any, what: str) -> str:
     the place in it that cannot be stored: a key that is not a string, a NUL, invalid Unicode,
     a number JSON has no spelling for, a value JSON has no type for, or nesting past MAX_DEPTH.
     """
+    # The encoder refuses what JSON cannot spell; what it would let through (a key it would
+    # turn into a string, a NUL, a lone surrogate, deep nesting) is looked for in its output
+    # and in the containers alone. Only a document that fails a check is walked value by
+    # value, to name the place: the walk costs more than the encoding of a small payload.
+    try:
+        encoded = _STRICT.encode(document)
+    except (TypeError, ValueError, RecursionError) as exc:
+        _refuse_unstorable(document, what)
+        raise InvalidPayload(f"{what} cannot be written as JSON: {exc}") from exc
+    if "\\u0000" in encoded or not _text_is_valid(encoded) or not _containers_fit(document):
+        _refuse_unstorable(document, what)
+    return encoded
+
+
+def _text_is_valid(encoded: str) -> bool:
+    """Whether JSON text is valid Unicode: a lone surrogate passes the encoder, not UTF-8."""
+    if encoded.isascii():
+        return True
+    try:
+        encoded.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _containers_fit(document: Any) -> bool:
+    """Whether every object's keys are strings and nothing nests past MAX_DEPTH."""
+    stack: list[tuple[Any, int]] = [(document, 0)]
+    while stack:
+        value, depth = stack.pop()
+        if depth >= MAX_DEPTH:
+            return False
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if not isinstance(key, str):
+                    return False
+                if isinstance(item, dict | list | tuple):
+                    stack.append((item, depth + 1))
+        elif isinstance(value, list | tuple):
+            stack.extend(
+                (item, depth + 1) for item in value if isinstance(item, dict | list | tuple)
+            )
+    return True
+
+
+def _refuse_unstorable(document: Any, what: str) -> None:
+    """Raise InvalidPayload naming the first place in the document that cannot be stored;
+    return when there is none."""
     # An explicit stack: a document nested deeper than Python's recursion limit is refused,
     # not a RecursionError.
     stack: list[tuple[Any, int, tuple[str | int, ...]]] = [(document, 0, ())]
@@ -127,11 +175,11 @@ def storable_json(document: Any, what: str) -> str:
                 f"{what}: {_place(path)} is a {type(value).__name__}, "
                 "which is not JSON-serializable"
             )
-    return _COMPACT.encode(document)
 
 
-# Made once: json.dumps with options builds an encoder on every call.
-_COMPACT: Final = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+# Made once: json.dumps with options builds an encoder on every call. It refuses NaN and the
+# infinities, and a circular document, instead of writing what JSON has no spelling for.
+_STRICT: Final = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
 def _place(path: tuple[str | int, ...]) -> str:
