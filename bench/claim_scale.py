@@ -22,6 +22,7 @@ from typing import Any
 
 from fairqueue.claim import ClaimedJob, by_tenant, claim_batch, give_back
 from fairqueue.db import Connection
+from fairqueue.stage import FairShare
 
 from . import database, load
 from .errors import BenchError
@@ -74,9 +75,9 @@ def owner_sizes(sizes: Sizes, groups: int) -> Sizes:
     return replace(sizes, tenants=groups // GROUPS_PER_TENANT, groups_per_tenant=GROUPS_PER_TENANT)
 
 
-def load_backlog(conn: Connection, owners: Sizes) -> float:
-    """Empty the queue, then tenants, their active groups and JOBS_PER_GROUP pending jobs per
-    group, each in one statement; the seconds it took."""
+def load_backlog(conn: Connection, owners: Sizes, job_type: str = JOB_TYPE) -> float:
+    """Empty the queue, then tenants, their active groups and JOBS_PER_GROUP pending jobs of
+    `job_type` per group, each in one statement; the seconds it took."""
     started = time.perf_counter()
     database.reset(conn)
     tenants = range(owners.tenants)
@@ -99,9 +100,9 @@ def load_backlog(conn: Connection, owners: Sizes) -> float:
                 ],
             },
         )
-    # Job i goes to tenant i mod tenants and to its group (i / tenants) mod 5: numbered from 1
-    # to 3 x groups, every group gets exactly three.
-    load.insert_pending(conn, owners, JOB_TYPE, JOBS_PER_GROUP * owners.groups)
+    # Job i goes to tenant i mod tenants and to its group (i / tenants) mod groups_per_tenant:
+    # numbered from 1 to 3 x groups, every group gets exactly three.
+    load.insert_pending(conn, owners, job_type, JOBS_PER_GROUP * owners.groups)
     return time.perf_counter() - started
 
 
@@ -123,11 +124,15 @@ def hand_back(conn: Connection, jobs: list[ClaimedJob]) -> None:
         raise BenchError(f"gave back {given} of {len(jobs)} claimed jobs")
 
 
-def timed_claim(conn: Connection, batch: int) -> float:
+def timed_claim(
+    conn: Connection, batch: int, job_type: str = JOB_TYPE, fair_share: FairShare | None = None
+) -> float:
     """One claim of `batch` jobs, read by the library, timed in milliseconds; then checked and
     given back, untimed."""
     started = time.perf_counter()
-    jobs = claim_batch(conn, JOB_TYPE, batch=batch, lease_s=LEASE_S, locked_by=LOCKED_BY)
+    jobs = claim_batch(
+        conn, job_type, batch=batch, lease_s=LEASE_S, locked_by=LOCKED_BY, fair_share=fair_share
+    )
     elapsed_ms = (time.perf_counter() - started) * 1000.0
     check_batch(jobs, batch)
     hand_back(conn, jobs)

@@ -11,7 +11,17 @@ from pathlib import Path
 
 from fairqueue.db import Connection, connect
 
-from . import claim_scale, database, enqueue, fairness, health, latency, throughput
+from . import (
+    claim_scale,
+    claim_tenants,
+    database,
+    enqueue,
+    fairness,
+    fairness_tenants,
+    health,
+    latency,
+    throughput,
+)
 from .machine import library_fingerprint, machine
 from .peers import PEERS
 from .peers.workers import PeerDrain, timed_drain
@@ -80,12 +90,14 @@ def run(dsn: str, sizes: Sizes, server: str, progress: Progress, *, keep: bool) 
         cases = latency.last_day_history(conn, sizes, progress)
         cases.append(latency.expired_history(conn, sizes, progress))
         scale = claim_scale.claim_vs_groups(conn, sizes, progress)
+        by_level = claim_tenants.claim_by_level(conn, sizes, progress)
         sent = fairness.arrivals(sizes)
         fair = [fairness.run_fairqueue(conn, dsn, sizes, sent)]
         progress(fairness_line(fair[-1]))
         for peer in PEERS:
             fair.append(fairness.run_peer(peer, peer_dsns[peer.name], sizes, sent))
             progress(fairness_line(fair[-1]))
+        gaming = fairness_tenants.run_all(conn, dsn, peer_dsns, sizes, progress)
         churned = health.churn_fairqueue(conn, dsn, sizes, progress)
         for peer in PEERS:
             churned += health.churn_peer(peer, peer_dsns[peer.name], sizes, progress)
@@ -107,6 +119,8 @@ def run(dsn: str, sizes: Sizes, server: str, progress: Progress, *, keep: bool) 
         latency=cases,
         claim_scale=scale,
         fairness=fair,
+        tenant_fairness=gaming,
+        tenant_claim=by_level,
         health=churned,
         enqueue=queued,
         elapsed_s=time.monotonic() - started,

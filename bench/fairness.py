@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from fairqueue.db import Connection, connect
 from fairqueue.pipeline import run_pipeline
 from fairqueue.plans import PLANS
-from fairqueue.stage import Job, Stage
+from fairqueue.stage import FairShare, Job, Stage
 
 from . import database, load
 from .arrivals import Arrival
@@ -191,12 +191,24 @@ def run_fairqueue(
     database.vacuum_analyze(
         conn, "fairqueue.jobs", "fairqueue.served", "fairqueue.tenants", "fairqueue.groups"
     )
+    served, started, drained = drain_fairqueue(dsn, JOB_TYPE, sizes.throughput_batch)
+    return score("fairqueue", sent, served, started, drained, sizes.fairness_window)
+
+
+def drain_fairqueue(
+    dsn: str, job_type: str, batch: int, fair_share: FairShare = "group"
+) -> tuple[list[tuple[str, float]], float, float]:
+    """Drain what is enqueued of `job_type` through run_pipeline, one invocation after another,
+    as cron would start them, until no work is left. Returns (group, time.monotonic()) of each
+    job as its handler ran, in order, with the times the drain started and ended."""
     served: list[tuple[str, float]] = []
 
     def record(job: Job) -> None:
         served.append((job.group_id or "", time.monotonic()))
 
-    stage = Stage(JOB_TYPE, record, batch=sizes.throughput_batch, concurrency=1, lease_s=LEASE_S)
+    stage = Stage(
+        job_type, record, batch=batch, concurrency=1, lease_s=LEASE_S, fair_share=fair_share
+    )
     # A run's error is logged with its traceback; it is raised here instead.
     logging.getLogger("fairqueue").setLevel(logging.CRITICAL)
     with connect(dsn, autocommit=True) as run_conn:
@@ -208,9 +220,9 @@ def run_fairqueue(
             if run.stop_reason == "no_work":
                 break
             if run.stop_reason == "error":
-                raise BenchError(f"fairqueue fairness run failed: {run.error}")
+                raise BenchError(f"fairqueue fairness run of {job_type} failed: {run.error}")
         drained = time.monotonic()
-    return score("fairqueue", sent, served, started, drained, sizes.fairness_window)
+    return served, started, drained
 
 
 def run_peer(peer: Peer, dsn: str, sizes: Sizes, sent: Sequence[Arrival]) -> FairnessResult:

@@ -8,6 +8,8 @@ TITLES = {
     "fairqueue_groups": "fairqueue, many groups",
     "pgqueuer": "pgqueuer",
     "procrastinate": "procrastinate",
+    "fairqueue_tenant": 'fairqueue, fair_share="tenant"',
+    "fairqueue_group": 'fairqueue, fair_share="group"',
 }
 MIB = 1024 * 1024
 

@@ -8,7 +8,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from . import chart, claim_scale, enqueue
+from . import chart, claim_scale, claim_tenants, enqueue, fairness_tenants
 from .formats import MIB, count, percent, plural, ratio, table, title
 from .results import BARE, FAIRQUEUE, FAIRQUEUE_GROUPS, Results
 from .targets import evaluate
@@ -43,7 +43,7 @@ def as_json(results: Results) -> dict[str, Any]:
     base = {c.pending: c for c in results.last_day if c.history == _base_history(results)}
     return {
         "benchmark": "fairqueue beside pgqueuer and procrastinate: drain, claim latency,"
-        " fairness under skew, table health, enqueue",
+        " fairness under skew and between tenants, table health, enqueue",
         "mode": results.mode,
         "machine": asdict(results.machine),
         "library": results.library,
@@ -86,6 +86,7 @@ def as_json(results: Results) -> dict[str, Any]:
             for c in results.latency
         ],
         "claim_scale": claim_scale.as_json(results.claim_scale),
+        "tenant_claim": claim_tenants.as_json(results.tenant_claim),
         "fairness": [
             {
                 **asdict(f),
@@ -95,6 +96,7 @@ def as_json(results: Results) -> dict[str, Any]:
             }
             for f in results.fairness
         ],
+        "tenant_fairness": fairness_tenants.as_json(results.tenant_fairness),
         "health": [
             {**asdict(h), "hot_ratio": h.hot_ratio, "dead_ratio": h.dead_ratio}
             for h in results.health
@@ -411,7 +413,11 @@ def markdown(results: Results) -> str:
         "",
         *claim_scale_section(results),
         "",
+        *claim_tenants.section(results.tenant_claim, results.sizes),
+        "",
         *fairness_section(results),
+        "",
+        *fairness_tenants.section(results.tenant_fairness, results.sizes),
         "",
         *health_section(results),
         "",

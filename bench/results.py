@@ -5,8 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .claim_scale import ScaleCase
+from .claim_tenants import LevelCase
 from .enqueue import EnqueueRun
 from .fairness import FairnessResult
+from .fairness_tenants import TenantFairness
 from .health import TableHealth
 from .latency import LatencyCase
 from .machine import Machine
@@ -36,6 +38,10 @@ class Results:
     # Claim latency against the groups with pending work, fewest groups first.
     claim_scale: list[ScaleCase]
     fairness: list[FairnessResult]
+    # A tenant gaming the order with many groups: fairqueue at each level, then the peers.
+    tenant_fairness: list[TenantFairness]
+    # Claim latency by group and by tenant on one backlog, group first.
+    tenant_claim: list[LevelCase]
     health: list[TableHealth]
     enqueue: list[EnqueueRun]
     elapsed_s: float

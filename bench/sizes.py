@@ -37,6 +37,13 @@ class Sizes:
     heavy_share: float
     zipf_exponent: float
     fairness_window: int
+    # Fairness between tenants (bench/fairness_tenants.py): tenants on one plan, one of whom
+    # spreads its arrivals over `gaming_groups` groups, the others one group each; arrivals in
+    # all, and completions per scored window (several per tenant).
+    tenant_fair_tenants: int
+    gaming_groups: int
+    tenant_fair_jobs: int
+    tenant_fair_window: int
     # Table health: jobs churned through each system (enqueued, claimed, completed) in rounds
     # of `churn_round`, drained by `churn_workers` workers. A peer named in `peer_churn` churns
     # that many instead (one that would take too long at the full count).
@@ -50,6 +57,11 @@ class Sizes:
     scale_batch: int
     scale_samples: int
     scale_warmup: int
+    # Claim by tenant beside claim by group (bench/claim_tenants.py): groups with pending work,
+    # the tenants they are spread over, and claims timed at each level (after scale_warmup).
+    tenant_claim_groups: int
+    tenant_claim_tenants: int
+    tenant_claim_samples: int
     # Enqueue: jobs of one tenant put into each system, one at a time and `enqueue_batch` per
     # call (bench/enqueue.py).
     enqueue_jobs: int
@@ -82,6 +94,10 @@ FULL = Sizes(
     heavy_share=0.9,
     zipf_exponent=1.0,
     fairness_window=5_000,
+    tenant_fair_tenants=200,
+    gaming_groups=1_000,
+    tenant_fair_jobs=50_000,
+    tenant_fair_window=2_000,
     churn_jobs=1_000_000,
     churn_round=100_000,
     churn_workers=4,
@@ -91,6 +107,9 @@ FULL = Sizes(
     scale_batch=100,
     scale_samples=35,
     scale_warmup=5,
+    tenant_claim_groups=100_000,
+    tenant_claim_tenants=10_000,
+    tenant_claim_samples=100,
     enqueue_jobs=10_000,
     enqueue_batch=1_000,
 )
@@ -114,6 +133,10 @@ SMOKE = Sizes(
     heavy_share=0.9,
     zipf_exponent=1.0,
     fairness_window=60,
+    tenant_fair_tenants=10,
+    gaming_groups=20,
+    tenant_fair_jobs=600,
+    tenant_fair_window=60,
     churn_jobs=400,
     churn_round=200,
     churn_workers=1,
@@ -122,6 +145,9 @@ SMOKE = Sizes(
     scale_batch=20,
     scale_samples=35,
     scale_warmup=2,
+    tenant_claim_groups=100,
+    tenant_claim_tenants=10,
+    tenant_claim_samples=20,
     enqueue_jobs=30,
     enqueue_batch=10,
 )

@@ -5,15 +5,17 @@ claim's p99 at the largest history with its p99 at the second size (10M against 
 full run), for each pending backlog; the claim-against-groups target compares the claim's p99
 at the most groups with pending work with its p99 at the fewest (100,000 against 100 in the
 full run); the fairness target is fairqueue's mean Jain's index over the scored windows,
-beside each peer's; the enqueue target compares enqueue_many with pgqueuer's batch enqueue,
-the same number of jobs per call, median against median.
+beside each peer's; the tenant-level targets take fair_share="tenant" against "group" on the
+gaming workload (Jain's index over tenants, and the longest wait of a small tenant) and on one
+backlog (the claim's p99); the enqueue target compares enqueue_many with pgqueuer's batch
+enqueue, the same number of jobs per call, median against median.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import enqueue
+from . import claim_tenants, enqueue, fairness_tenants
 from .formats import title
 from .results import BARE, FAIRQUEUE, FAIRQUEUE_GROUPS, Results
 
@@ -108,6 +110,59 @@ def _fairness(results: Results) -> list[Target]:
     ]
 
 
+def _tenant_fairness(results: Results) -> list[Target]:
+    found = results.tenant_fairness
+    ours = fairness_tenants.by_system(found, fairness_tenants.SYSTEMS["tenant"])
+    if ours is None:
+        return []
+    others = [f for f in found if f is not ours]
+    lowest = min((f.jain_mean for f in others), default=None)
+    targets = [
+        Target(
+            goal=f'Jain over tenants >= {MIN_JAIN} for fair_share="tenant" (mean of scored'
+            f" windows; one tenant over {ours.gaming_groups:,} groups)",
+            fairqueue=f"{ours.jain_mean:.3f} (worst window {ours.jain_min:.3f})",
+            other=", ".join(f"{title(f.system)} {f.jain_mean:.3f}" for f in others) or "-",
+            ratio=ours.jain_mean / lowest if lowest else 1.0,
+            met=ours.jain_mean >= MIN_JAIN,
+        )
+    ]
+    group = fairness_tenants.by_system(found, fairness_tenants.SYSTEMS["group"])
+    if group is not None:
+        targets.append(
+            Target(
+                goal='longest small-tenant wait under fair_share="tenant" <= under "group"'
+                " (completions of others between two of its own)",
+                fairqueue=f"{ours.small_wait:,} ({ours.small_wait_tenant},"
+                f" {ours.small_wait_backlog:,} jobs)",
+                other=f'{group.small_wait:,} under "group" ({group.small_wait_tenant},'
+                f" {group.small_wait_backlog:,} jobs)",
+                ratio=ours.small_wait / group.small_wait if group.small_wait else 1.0,
+                met=ours.small_wait <= group.small_wait,
+            )
+        )
+    return targets
+
+
+def _tenant_claim(results: Results) -> list[Target]:
+    found = claim_tenants.p99_ratio(results.tenant_claim)
+    by = {c.fair_share: c for c in results.tenant_claim}
+    if found is None:
+        return []
+    ours, group = by["tenant"], by["group"]
+    limit = claim_tenants.MAX_TENANT_OVER_GROUP
+    return [
+        Target(
+            goal=f"claim p99 by tenant within {limit:g}x of by group at {ours.groups:,} groups"
+            f" over {ours.tenants:,} tenants (batch {ours.batch})",
+            fairqueue=f"{ours.p99_ms:.1f} ms",
+            other=f"{group.p99_ms:.1f} ms by group",
+            ratio=found,
+            met=found <= limit,
+        )
+    ]
+
+
 def _enqueue(results: Results) -> list[Target]:
     found = enqueue.medians(results.enqueue)
     ours, theirs = found.get(enqueue.OURS), found.get(enqueue.THEIRS)
@@ -146,5 +201,7 @@ def evaluate(results: Results) -> list[Target]:
         *_latency(results),
         *_claim_scale(results),
         *_fairness(results),
+        *_tenant_fairness(results),
+        *_tenant_claim(results),
         *_enqueue(results),
     ]

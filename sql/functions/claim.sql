@@ -169,6 +169,9 @@ declare
     claimed_ids uuid[];
     claimed_tenants text[];
 begin
+    -- A type claimed by group keeps no tenant standings (sql/functions/tenant_standings.sql).
+    perform fairqueue.tenant_level_unlisted(p_type);
+
     -- Groups whose not-yet-due jobs have come due stand again, from their jobs.
     select array_agg(w.group_key) into woken
       from (select s.group_key

@@ -12,3 +12,14 @@ $$;
 alter function fairqueue.group_key(text, text) owner to fairqueue_owner;
 revoke all on function fairqueue.group_key(text, text) from public, fairqueue_app;
 grant execute on function fairqueue.group_key(text, text) to fairqueue_app;
+
+-- The tenant part of a group's key, as group_key spells it: acme/inbox is acme, a\/b/x is a\/b,
+-- / is the empty key of the jobs with no tenant. The tenant level of the order goes by it.
+create or replace function fairqueue.group_tenant_key(p_group_key text) returns text
+language sql immutable parallel safe
+as $$
+select pg_catalog.substring(p_group_key, '^(?:[^\\/]|\\.)*')
+$$;
+
+alter function fairqueue.group_tenant_key(text) owner to fairqueue_owner;
+revoke all on function fairqueue.group_tenant_key(text) from public, fairqueue_app;

@@ -9,3 +9,7 @@ revoke all on fairqueue.served from public, fairqueue_app;
 grant select (type, group_key, n) on fairqueue.served to fairqueue_app;
 revoke all on fairqueue.served_watermark from public, fairqueue_app;
 grant select on fairqueue.served_watermark to fairqueue_app;
+-- The tenant level of the order: other tenants' standings, read by the claim alone.
+revoke all on fairqueue.tenant_level_types from public, fairqueue_app;
+revoke all on fairqueue.tenant_standings from public, fairqueue_app;
+revoke all on fairqueue.tenant_changes from public, fairqueue_app;

@@ -10,6 +10,7 @@ import re
 import psycopg
 
 from fairqueue import PLANS, Stage
+from fairqueue.claim import claim_batch
 
 
 def noop(_job: object) -> None:
@@ -77,18 +78,23 @@ READS = """
 select pg_stat_get_xact_tuples_returned('fairqueue.jobs'::regclass)
          + pg_stat_get_xact_tuples_fetched('fairqueue.jobs'::regclass) as jobs,
        pg_stat_get_xact_tuples_returned('fairqueue.served'::regclass)
-         + pg_stat_get_xact_tuples_fetched('fairqueue.served'::regclass) as served
+         + pg_stat_get_xact_tuples_fetched('fairqueue.served'::regclass) as served,
+       pg_stat_get_xact_tuples_returned('fairqueue.tenant_standings'::regclass)
+         + pg_stat_get_xact_tuples_fetched('fairqueue.tenant_standings'::regclass) as tenants
 """
+CLAIMS = {
+    "group": "select * from fairqueue.claim(%s, %s, 60, 'plan', null, %s, %s, %s)",
+    "tenant": "select * from fairqueue.claim_by_tenant(%s, %s, 60, 'plan', null, %s, %s, %s)",
+}
 
 
-def claim_reads(conn, batch: int) -> tuple[int, int, int]:
-    """Rows of jobs and of served one claim of `batch` reads, and how many it claimed; rolled
-    back."""
+def claim_reads_by_table(conn, batch: int, level: str = "group") -> tuple[dict[str, int], int]:
+    """Rows of each table one claim of `batch` reads, and how many it claimed; rolled back."""
     params = PLANS.claim_params()
     with conn.transaction(force_rollback=True):
         before = conn.execute(READS).fetchone()
         claimed = conn.execute(
-            "select * from fairqueue.claim(%s, %s, 60, 'plan', null, %s, %s, %s)",
+            CLAIMS[level],  # type: ignore[call-overload]
             (
                 "planned",
                 batch,
@@ -98,7 +104,14 @@ def claim_reads(conn, batch: int) -> tuple[int, int, int]:
             ),
         ).fetchall()
         after = conn.execute(READS).fetchone()
-    return after["jobs"] - before["jobs"], after["served"] - before["served"], len(claimed)
+    return {table: after[table] - before[table] for table in after}, len(claimed)
+
+
+def claim_reads(conn, batch: int) -> tuple[int, int, int]:
+    """Rows of jobs and of served one claim of `batch` reads, and how many it claimed; rolled
+    back."""
+    reads, claimed = claim_reads_by_table(conn, batch)
+    return reads["jobs"], reads["served"], claimed
 
 
 def test_a_claim_reads_rows_in_proportion_to_its_batch_not_to_the_groups(conn) -> None:
@@ -114,6 +127,25 @@ def test_a_claim_reads_rows_in_proportion_to_its_batch_not_to_the_groups(conn) -
     assert claimed == 25
     assert jobs_read <= 10 * 25
     assert served_read <= 10 * 25
+
+
+def test_a_claim_by_tenant_reads_rows_in_proportion_to_its_batch_not_to_the_tenants(
+    conn,
+) -> None:
+    fill(conn)
+    conn.execute(
+        "insert into fairqueue.jobs (type, tenant_id, group_id)"
+        " select 'planned', 't' || (i % 400), 'h' || i from generate_series(1, 4000) i"
+    )
+    conn.execute("analyze fairqueue.jobs")
+    # The first claim by tenant builds the tenant standings from every group, once.
+    claim_batch(conn, "planned", batch=1, lease_s=60, locked_by="plan", fair_share="tenant")
+    reads, claimed = claim_reads_by_table(conn, 25, "tenant")
+    # 401 tenants and 4,050 groups have work; the claim reads a few rows per job it claims.
+    assert claimed == 25
+    assert reads["jobs"] <= 10 * 25
+    assert reads["served"] <= 10 * 25
+    assert reads["tenants"] <= 10 * 25
 
 
 def test_has_claimable_uses_the_claim_index(conn) -> None:
@@ -211,8 +243,6 @@ def test_the_backstop_reads_only_its_partial_index_however_long_the_history(conn
 def test_a_claim_right_after_a_bulk_enqueue_walks_on_fresh_statistics(conn) -> None:
     """Before any ANALYZE the planner takes the table for empty and walks the groups through the
     wrong index, sorting the backlog at every step; the claim refreshes the statistics first."""
-    from fairqueue.claim import claim_batch
-
     conn.execute(
         "insert into fairqueue.jobs (type, tenant_id, group_id)"
         " select 'planned', 't' || (i % 20), 'g' || (i % 300) from generate_series(1, 12000) i"

@@ -24,6 +24,12 @@ def served(conn: Connection) -> list[tuple[str, str, int]]:
         "insert into fairqueue.served (type, group_key, n) values ('served_kind', 'g', -1e9)",
         "delete from fairqueue.served",
         "update fairqueue.served_watermark set watermark = now()",
+        "select * from fairqueue.tenant_standings",
+        "update fairqueue.tenant_standings set n = -1000000000",
+        "insert into fairqueue.tenant_changes values ('served_kind', '', -1000000000)",
+        "delete from fairqueue.tenant_level_types",
+        "select fairqueue.tenant_standings_fold('served_kind')",
+        "select fairqueue.tenant_level_listed('served_kind')",
     ],
 )
 def test_the_application_role_cannot_rig_the_served_counts(
@@ -58,6 +64,12 @@ HOSTILE_CALLS = [
     f"select * from fairqueue.claim('served_kind', 10, 1e9, 'me', null, {PLANS})",
     f"select * from fairqueue.claim('served_kind', 0, 60, 'me', null, {PLANS})",
     f"select * from fairqueue.claim('served_kind', 10, 60, '', null, {PLANS})",
+    f"select * from fairqueue.claim_by_tenant('served_kind', 1000000, 10, 'me', null, {PLANS})",
+    f"select * from fairqueue.claim_by_tenant('served_kind', 10, 1e9, 'me', null, {PLANS})",
+    f"select * from fairqueue.claim_by_tenant('served_kind', 10, 60, '', null, {PLANS})",
+    "select * from fairqueue.claim_by_tenant_unchecked('served_kind', 10, 60, 'me', null, "
+    + PLANS
+    + ")",
     "select fairqueue.prune_jobs(interval '-1 day', 100)",
     "select fairqueue.prune_jobs(interval '1 day', 100000000)",
     "select fairqueue.trim_outputs(interval '-1 day', 100)",

@@ -179,6 +179,7 @@ DOORS = {
     "define_quota",
     "reset_due_quota",
     "spend_quota",
+    "claim_by_tenant",
 }
 
 

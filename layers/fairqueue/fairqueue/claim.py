@@ -24,11 +24,22 @@ from .errors import ConfigurationError
 from .inputs import MAX_BATCH, MAX_LEASE_S
 from .plans import PLANS, Plans
 from .queries import query
+from .stage import FairShare, known_stage
 from .tenancy import tenant_transaction
 from .upstream import release_delay
 
 if TYPE_CHECKING:
     from .stage import Stage
+
+# The claim statement of each level of the fair order (queries/claim.sql).
+CLAIMS: Mapping[str, str] = {"group": "claim_batch", "tenant": "claim_batch_by_tenant"}
+FAIR_SHARES = tuple(CLAIMS)
+
+
+def fair_share_of(job_type: str) -> FairShare:
+    """The level the type's stage keeps its order at; ``"group"`` when no stage declares it."""
+    stage = known_stage(job_type)
+    return "group" if stage is None else stage.fair_share
 
 
 @dataclass(frozen=True)
@@ -87,16 +98,25 @@ def claim_batch(
     locked_by: str,
     run_id: UUID | None = None,
     plans: Plans = PLANS,
+    fair_share: FairShare | None = None,
 ) -> list[ClaimedJob]:
     """Claim up to ``batch`` jobs of a type in fair order, then read them tenant by tenant.
 
-    The claim itself crosses tenants and sees ids only; each job's payload is read again under
-    its own tenant's clamp (one statement for the batch: the server switches the clamp).
+    ``fair_share`` is the level the order is kept at, ``"group"`` or ``"tenant"``; None takes
+    the stage's (``Stage.fair_share``), ``"group"`` for a type no stage declares here. The
+    claim itself crosses tenants and sees ids only; each job's payload is read again under its
+    own tenant's clamp (one statement for the batch: the server switches the clamp).
     """
     if not 1 <= batch <= MAX_BATCH or not 0 < lease_s <= MAX_LEASE_S:
         raise ConfigurationError(
             f"claim of {job_type}: batch must be from 1 to {MAX_BATCH} and lease_s over 0 and "
             f"at most {MAX_LEASE_S:g}, got {batch} and {lease_s}"
+        )
+    level = fair_share_of(job_type) if fair_share is None else fair_share
+    if level not in FAIR_SHARES:
+        raise ConfigurationError(
+            f"claim of {job_type}: fair_share must be one of {', '.join(FAIR_SHARES)},"
+            f" got {level!r}"
         )
     # The expiry commits on its own first (on an autocommit connection), so the claim never
     # holds counter rows locked by it while waiting for others.
@@ -116,7 +136,7 @@ def claim_batch(
     for attempt in range(1, CLAIM_TRIES + 1):
         try:
             with conn.transaction():
-                rows = conn.execute(query("claim_batch"), params).fetchall()
+                rows = conn.execute(query(CLAIMS[level]), params).fetchall()
             break
         except psycopg.errors.DeadlockDetected:
             if attempt == CLAIM_TRIES:

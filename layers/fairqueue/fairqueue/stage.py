@@ -109,6 +109,10 @@ ResultHook = Callable[[Result, Connection], None]
 # doorbell when committed and a worker starts it within seconds; the cron pipeline still drains
 # what the doorbells miss.
 Delivery = Literal["cron", "doorbell"]
+# The level the fair order is kept at. group: the group served least goes first, so a tenant
+# with more groups takes more turns. tenant: the tenant served least goes first, then its group
+# served least; a tenant's share does not grow with its groups.
+FairShare = Literal["group", "tenant"]
 GiveUpHook = Callable[[Job, str], None]
 
 
@@ -133,6 +137,7 @@ class Stage:
     quota: str | None = None
     on_give_up: GiveUpHook | None = None
     delivery: Delivery = "cron"
+    fair_share: FairShare = "group"
     # Admitted stages (fairqueue.lanes.admit): what one job costs in credits, and the upstream
     # service whose held work the job starts once it holds its lane (a protocol: unchecked).
     credit_cost: Annotated[int, Ge(0)] = 0

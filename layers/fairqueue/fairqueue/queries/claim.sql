@@ -17,6 +17,12 @@ select id, tenant_id
   from fairqueue.claim(%(type)s, %(batch)s, %(lease_s)s, %(locked_by)s, %(run_id)s,
                        %(plan_names)s, %(plan_priorities)s, %(default_priority)s);
 
+-- name: claim_batch_by_tenant
+-- The fair claim at the tenant level, a door too (sql/functions/claim_by_tenant.sql).
+select id, tenant_id
+  from fairqueue.claim_by_tenant(%(type)s, %(batch)s, %(lease_s)s, %(locked_by)s, %(run_id)s,
+                                 %(plan_names)s, %(plan_priorities)s, %(default_priority)s);
+
 -- name: read_claimed
 -- A batch's claimed jobs, each read under its own tenant's clamp
 -- (sql/functions/claimed_batch.sql): what the handlers need, for jobs this claimer still holds.

@@ -1,0 +1,100 @@
+-- The tenant level of the order (sql/0021_tenant_standings.sql): a tenant's standing is its
+-- served count, the sum of its groups', and its best group's key, the group its next pick comes
+-- from. A tenant whose groups are all paused or have nothing due has no best group and stands
+-- nowhere in the order.
+
+-- The best group of each tenant: the first of its groups in the order within it.
+create or replace function fairqueue.tenant_best_group(p_type text, p_tenant_key text)
+returns table (plan text, n bigint, head_created_at timestamp with time zone, head_id uuid,
+               group_key text)
+language sql stable rows 1
+as $$
+select s.plan, s.n, s.head_created_at, s.head_id, s.group_key
+  from fairqueue.served s
+ where s.type = p_type and s.tenant_key = p_tenant_key
+   and s.head_id is not null and not s.paused
+ order by s.n, s.head_created_at, s.head_id
+ limit 1
+$$;
+alter function fairqueue.tenant_best_group(text, text) owner to fairqueue_owner;
+revoke all on function fairqueue.tenant_best_group(text, text) from public, fairqueue_app;
+
+-- Folds the log of changes into the standings of the type's tenants. One statement, so the
+-- log rows it takes and the groups it reads are of one snapshot: every change it folds is in
+-- the groups it reads, and a change committed after the snapshot stays in the log for the
+-- next fold. The caller holds the type's tenant claim lock, so folds never overlap.
+create or replace function fairqueue.tenant_standings_fold(p_type text) returns void
+language plpgsql set search_path = pg_catalog, pg_temp set jit = off
+as $$
+begin
+    with folded as (
+        delete from fairqueue.tenant_changes c
+         where c.type = p_type
+        returning c.tenant_key, c.n_delta
+    ),
+    changed as (
+        select f.tenant_key, sum(f.n_delta)::bigint as n_delta
+          from folded f
+         group by 1
+    )
+    insert into fairqueue.tenant_standings as t (type, tenant_key, n, plan, best_n,
+                                                 best_created_at, best_id, best_group_key)
+    select p_type, c.tenant_key, c.n_delta, coalesce(b.plan, ''), b.n, b.head_created_at,
+           b.head_id, b.group_key
+      from changed c
+      left join lateral fairqueue.tenant_best_group(p_type, c.tenant_key) b on true
+     order by c.tenant_key
+    on conflict (type, tenant_key) do update
+       set n = t.n + excluded.n,
+           plan = excluded.plan,
+           best_n = excluded.best_n,
+           best_created_at = excluded.best_created_at,
+           best_id = excluded.best_id,
+           best_group_key = excluded.best_group_key;
+end $$;
+alter function fairqueue.tenant_standings_fold(text) owner to fairqueue_owner;
+revoke all on function fairqueue.tenant_standings_fold(text) from public, fairqueue_app;
+
+-- Lists the type for the tenant level, once: its tenants' standings are built from the groups'
+-- under a lock that lets no statement change served meanwhile (it waits for those in flight),
+-- so every later change is logged and none is counted twice. The caller holds the type's
+-- tenant claim lock.
+create or replace function fairqueue.tenant_level_listed(p_type text) returns void
+language plpgsql set search_path = pg_catalog, pg_temp set jit = off
+as $$
+begin
+    if exists (select 1 from fairqueue.tenant_level_types l where l.type = p_type) then
+        return;
+    end if;
+    lock table fairqueue.served in share mode;
+    insert into fairqueue.tenant_level_types (type) values (p_type);
+    delete from fairqueue.tenant_changes c where c.type = p_type;
+    delete from fairqueue.tenant_standings t where t.type = p_type;
+    insert into fairqueue.tenant_standings (type, tenant_key, n, plan, best_n, best_created_at,
+                                            best_id, best_group_key)
+    select p_type, a.tenant_key, a.n, coalesce(b.plan, ''), b.n, b.head_created_at, b.head_id,
+           b.group_key
+      from (select s.tenant_key, sum(s.n)::bigint as n
+              from fairqueue.served s
+             where s.type = p_type
+             group by 1) a
+      left join lateral fairqueue.tenant_best_group(p_type, a.tenant_key) b on true;
+end $$;
+alter function fairqueue.tenant_level_listed(text) owner to fairqueue_owner;
+revoke all on function fairqueue.tenant_level_listed(text) from public, fairqueue_app;
+
+-- Takes the type off the list when it is claimed by group again: its log would otherwise grow
+-- with nobody to fold it. A later claim by tenant lists it again from the groups.
+create or replace function fairqueue.tenant_level_unlisted(p_type text) returns void
+language plpgsql set search_path = pg_catalog, pg_temp set jit = off
+as $$
+begin
+    if not exists (select 1 from fairqueue.tenant_level_types l where l.type = p_type) then
+        return;
+    end if;
+    delete from fairqueue.tenant_level_types l where l.type = p_type;
+    delete from fairqueue.tenant_changes c where c.type = p_type;
+    delete from fairqueue.tenant_standings t where t.type = p_type;
+end $$;
+alter function fairqueue.tenant_level_unlisted(text) owner to fairqueue_owner;
+revoke all on function fairqueue.tenant_level_unlisted(text) from public, fairqueue_app;
