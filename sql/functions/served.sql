@@ -104,7 +104,8 @@ revoke all on function fairqueue.group_wake(text, text) from public, fairqueue_a
 -- claim looks at it again (its wake time is now), once that transaction is over. Trying the row
 -- for update finds such a holder without waiting for it; taken, the lock makes every later
 -- enqueue into the group wait for this transaction and then read the group as headless
--- (served_apply).
+-- (served_apply), and the head is read again under it: an enqueue that committed after the
+-- first read and before the lock is seen by that read and by no other.
 create or replace function fairqueue.recompute_heads(p_types text[], p_group_keys text[],
     p_n_deltas bigint[], p_wake_ats timestamp with time zone[])
 returns void
@@ -147,6 +148,18 @@ begin
     update fairqueue.served s
        set wake_at = now()
      where s.ctid = any(headless) and not s.ctid = any(watched);
+    -- An enqueue that saw the old head and committed between the head's read above and the
+    -- lock holds nothing any more, and its job was not seen: read once more, now that every
+    -- later enqueue waits for this lock, so the snapshot of this statement sees them all. A job
+    -- it sees may still not be due by this transaction's clock (now() is when the transaction
+    -- began, and the enqueue may have begun later): the group wakes when that job is due.
+    if cardinality(watched) > 0 then
+        update fairqueue.served s
+           set (head_created_at, head_id) = (select h.created_at, h.id
+                                               from fairqueue.group_head(s.type, s.group_key) h),
+               wake_at = least(s.wake_at, fairqueue.group_wake(s.type, s.group_key))
+         where s.ctid = any(watched);
+    end if;
 end $$;
 alter function fairqueue.recompute_heads(text[], text[], bigint[], timestamp with time zone[])
     owner to fairqueue_owner;

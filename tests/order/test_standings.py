@@ -147,6 +147,38 @@ def test_a_job_added_while_a_claim_that_emptied_its_group_is_open_is_claimed_aft
     assert standings_drift(conn) == []
 
 
+def test_a_job_enqueued_after_a_claim_began_and_committed_before_it_empties_the_group_is_claimed(
+    conn: Connection, dsn: str
+) -> None:
+    head = enqueue(conn, STAGE.name, {}, tenant_id="t", group_id="g")
+    with (
+        connect(dsn, autocommit=True) as claimer,
+        connect(dsn, autocommit=True) as adder,
+        claimer.transaction(),
+    ):
+        # The claim's clock starts here: now() is when its transaction began.
+        claimer.execute("select now()")
+        time.sleep(0.01)
+        # The group has a head, so this enqueue writes nothing to its standing; its job is
+        # due from a moment later than the claim's now().
+        added = enqueue(adder, STAGE.name, {}, tenant_id="t", group_id="g")
+        rows = claimer.execute(
+            query("claim_batch"),
+            {
+                "type": STAGE.name,
+                "batch": 5,
+                "lease_s": 60,
+                "locked_by": "first",
+                "run_id": None,
+                **PLANS.claim_params(),
+            },
+        ).fetchall()
+        # The claim sees the job but not as due by its clock: it takes the head alone.
+        assert [row["id"] for row in rows] == [head]
+    assert claim_all(conn, "second") == [added]
+    assert standings_drift(conn) == []
+
+
 def _wait_until_waiting_on_a_lock(conn: Connection, pid: int) -> None:
     for _ in range(500):
         row = conn.execute(
