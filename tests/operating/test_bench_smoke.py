@@ -46,6 +46,8 @@ def test_smoke_run_has_every_section_with_positive_numbers(admin_dsn: str, tmp_p
         "### Fairness under skew",
         "### Table health after churn",
         "### Enqueue",
+        "### Claim latency by tenant and by group",
+        "### Fairness between tenants",
     ):
         assert heading in stdout
     for loop in ("fairqueue run_pipeline", "bare SKIP LOCKED loop", "bare loop on fairqueue.jobs"):
@@ -66,6 +68,8 @@ def test_smoke_run_has_every_section_with_positive_numbers(admin_dsn: str, tmp_p
     check_latency(results["claim_latency"], sizes)
     check_claim_scale(results["claim_scale"], sizes)
     check_fairness(results["fairness"], sizes)
+    check_tenant_fairness(results["tenant_fairness"], sizes)
+    check_tenant_claim(results["tenant_claim"], sizes)
     check_health(results["health"], sizes)
     check_enqueue(results["enqueue"], sizes)
 
@@ -161,6 +165,35 @@ def check_fairness(found: list[dict[str, Any]], sizes: dict[str, Any]) -> None:
     # less evenly than by the fair claim.
     ours = found[0]["jain_mean"]
     assert all(ours > f["jain_mean"] for f in found[1:])
+
+
+def check_tenant_fairness(found: list[dict[str, Any]], sizes: dict[str, Any]) -> None:
+    systems = [f["system"] for f in found]
+    assert systems == ["fairqueue_tenant", "fairqueue_group", *PEERS]
+    for result in found:
+        assert result["jobs"] == sizes["tenant_fair_jobs"]
+        assert result["scored_windows"] > 0
+        assert all(0 < j <= 1 for j in result["jain"] if j is not None), result["system"]
+        assert 0 < result["small_wait"] < result["jobs"]
+    # The point of the workload: the tenant that splits its backlog over many groups wins more
+    # than its share by group, and no more than it by tenant.
+    by_system = {f["system"]: f for f in found}
+    assert by_system["fairqueue_tenant"]["jain_mean"] > by_system["fairqueue_group"]["jain_mean"]
+    assert (
+        by_system["fairqueue_tenant"]["gaming_first_window"]
+        < by_system["fairqueue_group"]["gaming_first_window"]
+    )
+
+
+def check_tenant_claim(found: dict[str, Any], sizes: dict[str, Any]) -> None:
+    cases = found["cases"]
+    assert [c["fair_share"] for c in cases] == ["group", "tenant"]
+    for case in cases:
+        assert case["groups"] == sizes["tenant_claim_groups"]
+        assert case["tenants"] == sizes["tenant_claim_tenants"]
+        assert case["samples"] == sizes["tenant_claim_samples"]
+        assert 0 < case["p50_ms"] <= case["p99_ms"]
+    assert found["p99_tenant_over_group"] > 0
 
 
 def check_health(rows: list[dict[str, Any]], sizes: dict[str, Any]) -> None:
