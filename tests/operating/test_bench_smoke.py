@@ -205,7 +205,10 @@ def check_health(rows: list[dict[str, Any]], sizes: dict[str, Any]) -> None:
         assert jobs_table["inserts"] >= sizes["churn_jobs"]
         assert jobs_table["updates"] >= sizes["churn_jobs"], system  # each job was claimed
     for row in rows:
-        assert row["table_bytes"] > 0, row["table"]
+        # A peer that deletes its finished jobs can end with an empty table that vacuum has
+        # truncated to nothing; its indexes keep at least their metapage.
+        assert row["table_bytes"] >= 0, row["table"]
+        assert row["index_bytes"] > 0, row["table"]
         assert row["total_bytes"] >= row["table_bytes"] + row["index_bytes"]
 
 
