@@ -30,19 +30,32 @@ from .errors import BenchError
 from .peers import Peer, workers
 from .sizes import Sizes
 
-FAIRQUEUE_TABLES = ("fairqueue.jobs", "fairqueue.served")
+# fairqueue's jobs in their two tables: the hot one a job's claim and completion write, and the
+# finished jobs it moves to (every day of them summed, under this one name).
+FINISHED_DAYS = "fairqueue.finished_jobs (every day)"
+FAIRQUEUE_TABLES = ("fairqueue.jobs", FINISHED_DAYS, "fairqueue.served")
+FAIRQUEUE_ANALYZED = ("fairqueue.jobs", "fairqueue.served")
+MOVE_BATCH = 10_000
+MOVE = f"select fairqueue.move_finished({MOVE_BATCH}, interval '1 s') as moved"
 # Backends report their table counters within a second or so; a reading is settled when it
 # counts every insert of the churn and has not moved since the previous one.
 SETTLE_POLL_S = 0.25
 SETTLE_TIMEOUT_S = 30.0
 
+# Summed over the tables a name stands for: one table, or every finished day of fairqueue's.
 STATS = """
-select n_live_tup as live_tuples, n_dead_tup as dead_tuples, n_tup_ins as inserts,
-       n_tup_upd as updates, n_tup_hot_upd as hot_updates, n_tup_del as deletes,
-       autovacuum_count as autovacuums, pg_relation_size(relid) as table_bytes,
-       pg_indexes_size(relid) as index_bytes, pg_total_relation_size(relid) as total_bytes
+select coalesce(sum(n_live_tup), 0) as live_tuples, coalesce(sum(n_dead_tup), 0) as dead_tuples,
+       coalesce(sum(n_tup_ins), 0) as inserts, coalesce(sum(n_tup_upd), 0) as updates,
+       coalesce(sum(n_tup_hot_upd), 0) as hot_updates, coalesce(sum(n_tup_del), 0) as deletes,
+       coalesce(sum(autovacuum_count), 0) as autovacuums,
+       coalesce(sum(pg_relation_size(relid)), 0) as table_bytes,
+       coalesce(sum(pg_indexes_size(relid)), 0) as index_bytes,
+       coalesce(sum(pg_total_relation_size(relid)), 0) as total_bytes
   from pg_stat_user_tables
- where relid = %s::regclass
+ where relid = any(%s::oid[])
+"""
+FINISHED_DAY_TABLES = """
+select relid::oid as relid from pg_partition_tree('fairqueue.finished_jobs') where isleaf
 """
 # Counters that accumulate; the rest are read as found.
 COUNTERS = ("inserts", "updates", "hot_updates", "deletes", "autovacuums")
@@ -77,8 +90,18 @@ class TableHealth:
         return self.dead_tuples / tuples if tuples else None
 
 
+def members(conn: psycopg.Connection[Any], table: str) -> list[int]:
+    """The tables a name stands for, by oid."""
+    if table == FINISHED_DAYS:
+        return [int(r["relid"]) for r in conn.execute(FINISHED_DAY_TABLES).fetchall()]
+    row = conn.execute("select %s::regclass::oid as relid", (table,)).fetchone()
+    if row is None:
+        raise BenchError(f"no table {table}")
+    return [int(row["relid"])]
+
+
 def read_stats(conn: psycopg.Connection[Any], table: str) -> dict[str, int]:
-    row = conn.execute(STATS, (table,)).fetchone()
+    row = conn.execute(STATS, (members(conn, table),)).fetchone()
     if row is None:
         raise BenchError(f"no statistics for {table}")
     return {key: int(value) for key, value in row.items()}
@@ -144,10 +167,14 @@ def churn_fairqueue(
         # long-lived one may hold them back for seconds.
         with connect(dsn, autocommit=True) as loader:
             load.insert_pending(loader, sizes, throughput.JOB_TYPE, count)
-        analyze(dsn, FAIRQUEUE_TABLES)
+        analyze(dsn, FAIRQUEUE_ANALYZED)
         throughput.run_invocations(
             dsn, "fairqueue", sizes.throughput_batch, sizes.churn_workers, count
         )
+        # What the backstop does every minute: the round's finished jobs leave the hot table.
+        with connect(dsn, autocommit=True) as mover:
+            while mover.execute(MOVE).fetchone()["moved"] == MOVE_BATCH:  # type: ignore[index]
+                pass
         churned += count
         progress(f"table health: fairqueue churned {churned:,} of {sizes.churn_jobs:,} jobs")
     seconds = time.monotonic() - started

@@ -45,7 +45,10 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         "renderErrors": len(result.render_errors),
         "hooksFired": result.hooks_fired,
         "outputsTrimmed": result.outputs_trimmed,
-        "jobsPruned": result.jobs_pruned,
+        "jobsMoved": result.jobs_moved,
+        "daysMade": result.days_made,
+        "daysDropped": result.days_dropped,
+        "daysSkipped": result.days_skipped,
         "interrupted": result.interrupted,
     }
     logger.info("backstop swept", extra=answer)

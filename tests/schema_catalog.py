@@ -4,8 +4,11 @@ security, owners and grants of everything in the fairqueue schema."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
+import sys
+import tempfile
 from typing import Any, LiteralString
 
 import psycopg
@@ -135,3 +138,34 @@ def install_release(dsn: str, release: str, below: int | None = None) -> None:
                 "insert into fairqueue.migrations (version, name) values (%s, %s)",
                 (int(name[:4]), name),
             )
+
+
+# What a release's own `fairqueue migrate` does, run in an interpreter of its own.
+_RELEASE_MIGRATE = """
+import sys
+from fairqueue.db import connect
+from fairqueue.migrate import migrate
+with connect(sys.argv[1]) as conn:
+    migrate(conn)
+"""
+
+
+def migrate_as_release(dsn: str, release: str) -> None:
+    """What `fairqueue migrate` of an earlier release (a git revision) leaves behind, run by that
+    release's own package: its migrations, functions, triggers and policies."""
+    if not (ROOT / ".git").exists():
+        pytest.skip("the earlier releases are read from the git history, which is not here")
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", release, "sql", "layers/fairqueue/fairqueue"],
+        check=True,
+        capture_output=True,
+    ).stdout
+    with tempfile.TemporaryDirectory(prefix="fairqueue-release-") as folder:
+        subprocess.run(["tar", "-x", "-C", folder], input=archive, check=True)
+        subprocess.run(
+            [sys.executable, "-c", _RELEASE_MIGRATE, dsn],
+            env={**os.environ, "PYTHONPATH": os.path.join(folder, "layers", "fairqueue")},
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )

@@ -12,7 +12,7 @@ select type,
        count(*) filter (where status = 'running' and lease_until < now()),
        count(*) filter (where status = 'failed'),
        count(*) filter (where status = 'done')
-  from fairqueue.jobs
+  from fairqueue.all_jobs
  group by type
  order by type
 $$;

@@ -49,9 +49,14 @@ begin
         return true;
     end if;
     insert into fairqueue.served as s (type, group_key, n)
-    select type, group_key, -count(*)
-      from fairqueue.jobs
-     where served_at > wm and served_at <= target
+    select e.type, e.group_key, -count(*)
+      from (select j.type, j.group_key
+              from fairqueue.jobs j
+             where j.served_at > wm and j.served_at <= target
+            union all
+            select f.type, f.group_key
+              from fairqueue.finished_jobs f
+             where f.served_at > wm and f.served_at <= target) e
      group by 1, 2
      order by 1, 2
     on conflict (type, group_key) do update set n = s.n + excluded.n;

@@ -247,6 +247,9 @@ end $$;
 alter function fairqueue.jobs_served_update() owner to fairqueue_owner;
 revoke all on function fairqueue.jobs_served_update() from public, fairqueue_app;
 
+-- A job deleted from fairqueue.jobs takes its count with it, unless it moved to
+-- fairqueue.finished_jobs (move_finished, in the same statement), where it counts by the same
+-- served_at until that expires.
 create or replace function fairqueue.jobs_served_delete() returns trigger
 language plpgsql security definer set search_path = pg_catalog, pg_temp set jit = off
     set plan_cache_mode = force_generic_plan
@@ -264,7 +267,13 @@ begin
                    -count(*) filter (where r.served_at > w.watermark) as n_delta,
                    bool_or(r.status = 'pending' and r.run_after <= now()) as departed
               from old_rows r, fairqueue.served_watermark w
-             where (r.status = 'pending' and r.run_after <= now()) or r.served_at > w.watermark
+             where (r.status = 'pending' and r.run_after <= now())
+                or (r.served_at > w.watermark
+                    and not exists (
+                        select 1
+                          from fairqueue.finished_jobs f
+                         where f.finished_at = coalesce(r.finished_at, r.locked_at, r.created_at)
+                           and f.id = r.id))
              group by 1, 2) a;
     if c.types is not null then
         perform fairqueue.served_apply(c.types, c.keys,

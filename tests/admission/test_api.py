@@ -243,6 +243,9 @@ def test_a_finished_job_has_no_place_and_shows_its_error(
         " last_error = 'boom' where id = %s",
         (job_id,),
     )
+    # Out of the hot table, as the backstop moves finished jobs: the view still finds it.
+    moved = conn.execute("select fairqueue.move_finished(10, interval '1 s') as n").fetchone()
+    assert moved["n"] == 1
     shown = call(server, "GET", f"/jobs/{job_id}").body
     assert (shown["status"], shown["place"], shown["attempts"], shown["last_error"]) == (
         "failed",

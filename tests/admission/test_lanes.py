@@ -17,6 +17,7 @@ from fairqueue.lanes import (
     add_credits,
     admit,
     balance,
+    lane_history,
     lane_jobs,
     lock_key,
     lock_lane,
@@ -83,6 +84,21 @@ def test_a_delta_never_waits_in_a_lane_nor_blocks_it(app) -> None:
     assert delta.status == "pending"
     assert after.status == "queued"
     assert after.place == 2
+
+
+def test_a_delta_of_a_job_moved_out_of_the_hot_table_is_admitted(app, conn) -> None:
+    first = admit(app, "u1", "analysis", {"doc": "a"}, tenant_id="t")
+    conn.execute(
+        "update fairqueue.jobs set status = 'done', finished_at = now() where id = %s",
+        (first.job_id,),
+    )
+    moved = conn.execute("select fairqueue.move_finished(10, interval '1 s') as n").fetchone()
+    assert moved["n"] == 1
+    delta = admit(app, "u1", "analysis", {"doc": "a again"}, tenant_id="t", delta_of=first.job_id)
+    assert (delta.status, delta.place) == ("pending", 1)
+    assert [(j["id"], j["status"]) for j in lane_history(app, "t", "analysis")] == [
+        (first.job_id, "done")
+    ]
 
 
 @pytest.mark.parametrize(

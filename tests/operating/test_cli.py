@@ -131,8 +131,17 @@ def test_enqueue_a_payload_that_is_not_a_json_object_exits_2(
 def test_status_prints_a_header_and_a_row_per_type(
     dsn: str, conn: Connection, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    for _ in range(3):
+    for _ in range(5):
         assert main(["--database-url", dsn, "enqueue", "cli_echo", "{}", "--stages", STAGES]) == 0
+    # One done and one failed, and both moved out of the hot table: still counted.
+    conn.execute(
+        "update fairqueue.jobs set status = (array['done', 'failed'])[n], finished_at = now()"
+        " from (select id, row_number() over (order by id) as n from fairqueue.jobs limit 2) f"
+        " where fairqueue.jobs.id = f.id"
+    )
+    assert (
+        conn.execute("select fairqueue.move_finished(10, interval '1 s') as n").fetchone()["n"] == 2
+    )
     capsys.readouterr()
     assert main(["--database-url", dsn, "status"]) == 0
     lines = capsys.readouterr().out.splitlines()
@@ -147,7 +156,7 @@ def test_status_prints_a_header_and_a_row_per_type(
         "done",
     ]
     assert [line.split() for line in lines[1:-1]] == [
-        ["cli_echo", "0", "3", "0", "0", "0", "0", "0"]
+        ["cli_echo", "0", "3", "0", "0", "0", "1", "1"]
     ]
     assert lines[-1] == (
         "results missing: 0 within the grace window, 0 under an hour, 0 under a day, 0 older"

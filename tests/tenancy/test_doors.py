@@ -70,8 +70,11 @@ HOSTILE_CALLS = [
     "select * from fairqueue.claim_by_tenant_unchecked('served_kind', 10, 60, 'me', null, "
     + PLANS
     + ")",
-    "select fairqueue.prune_jobs(interval '-1 day', 100)",
-    "select fairqueue.prune_jobs(interval '1 day', 100000000)",
+    "select * from fairqueue.keep_partitions(interval '1 hour', 7, interval '1 s')",
+    "select * from fairqueue.keep_partitions(interval '7 days', 0, interval '1 s')",
+    "select * from fairqueue.keep_partitions(interval '7 days', 7, interval '1 minute')",
+    "select fairqueue.move_finished(0, interval '1 s')",
+    "select fairqueue.move_finished(100, interval '1 minute')",
     "select fairqueue.trim_outputs(interval '-1 day', 100)",
     "select * from fairqueue.claim_missing_results(array['served_kind'], interval '-1 day', 10)",
     "select * from fairqueue.due_result_hooks(array['served_kind'], interval '1 s', 0)",
@@ -112,10 +115,12 @@ def test_a_door_within_bounds_answers(dsn: str, conn: Connection) -> None:
             f"select * from fairqueue.claim('served_kind', 1000, 86400, 'me', null, {PLANS})"
         ).fetchall()
         assert [row["tenant_id"] for row in claimed] == ["a"]
-        assert (
-            app.execute("select fairqueue.prune_jobs(interval '1 s', 100000) as n").fetchone()["n"]
-            == 0
-        )
+        kept = app.execute(
+            "select * from fairqueue.keep_partitions(interval '7 days', 7, interval '1 s')"
+        ).fetchone()
+        assert kept == {"made": 0, "dropped": 0, "skipped": 0}  # the migration made them
+        moved = app.execute("select fairqueue.move_finished(100, interval '1 s') as n").fetchone()
+        assert moved["n"] == 0  # the one job is running
 
 
 @pytest.mark.parametrize(

@@ -74,7 +74,20 @@ def test_the_application_role_owns_nothing_and_cannot_bypass(conn) -> None:
         "select relname from pg_class where relnamespace = 'fairqueue'::regnamespace"
         " and relrowsecurity and relforcerowsecurity order by 1"
     ).fetchall()
-    assert [r["relname"] for r in forced] == ["credits", "groups", "jobs", "results", "tenants"]
+    days = conn.execute(
+        "select c.relname from pg_inherits i join pg_class c on c.oid = i.inhrelid"
+        " where i.inhparent = 'fairqueue.finished_jobs'::regclass"
+    ).fetchall()
+    assert days
+    assert {r["relname"] for r in forced} == {
+        "credits",
+        "groups",
+        "jobs",
+        "finished_jobs",
+        "results",
+        "tenants",
+        *(d["relname"] for d in days),
+    }
 
 
 def test_a_tenant_sees_and_updates_only_its_own_jobs(conn, app) -> None:
@@ -172,7 +185,8 @@ DOORS = {
     "claim_missing_results",
     "due_result_hooks",
     "trim_outputs",
-    "prune_jobs",
+    "keep_partitions",
+    "move_finished",
     "missing_results",
     "open_run",
     "close_run",
@@ -202,11 +216,15 @@ def test_only_the_documented_doors_run_as_their_owner_and_none_returns_a_payload
     }
     assert {d["proname"] for d in definers} == DOORS | triggers
     assert not [d for d in definers if "payload" in d["result"]]
+    # A view reads with its owner's rights unless it says otherwise: every view here reads with
+    # its reader's, so the policies of the tables under it hold.
     views = conn.execute(
-        "select c.relname from pg_class c where c.relkind in ('v', 'm')"
-        " and c.relnamespace = 'fairqueue'::regnamespace"
+        "select c.relname, c.relkind, c.reloptions from pg_class c"
+        " where c.relkind in ('v', 'm') and c.relnamespace = 'fairqueue'::regnamespace"
     ).fetchall()
-    assert views == []
+    assert views == [
+        {"relname": "all_jobs", "relkind": "v", "reloptions": ["security_invoker=true"]}
+    ]
 
 
 def test_dedupe_is_per_tenant_under_the_clamp(dsn, conn) -> None:
@@ -345,3 +363,42 @@ def test_a_batch_completion_writes_each_job_only_under_its_own_tenants_clamp(con
         "select id from fairqueue.complete_claimed(%s, %s, %s, 'me')", (tenants, ids, outputs)
     ).fetchall()
     assert again == []
+
+
+def finished_days(conn) -> list[str]:
+    rows = conn.execute(
+        "select inhrelid::regclass::text as name from pg_inherits"
+        " where inhparent = 'fairqueue.finished_jobs'::regclass order by 1"
+    ).fetchall()
+    return [r["name"] for r in rows]
+
+
+def test_no_day_of_finished_jobs_is_a_way_around_the_clamp(conn, app) -> None:
+    seed_jobs(conn)
+    conn.execute(
+        "update fairqueue.jobs set status = 'done', finished_at = now()"
+        " where id in (select min(id::text)::uuid from fairqueue.jobs group by tenant_id)"
+    )
+    moved = conn.execute("select fairqueue.move_finished(100, interval '1 s') as n").fetchone()
+    assert moved["n"] == 3  # one of a's, b's and the tenantless jobs; one of a's stays open
+    days = finished_days(conn)
+    # The application role is granted nothing on a day.
+    for day in days:
+        with pytest.raises(psycopg.errors.InsufficientPrivilege), tenant_transaction(app, "a"):
+            app.execute(f"select * from {day}")
+    # Granted anyway (by hand), each day still holds the role to its own copy of the policies:
+    # it reads through a day only what it reads through fairqueue.finished_jobs.
+    conn.execute(f"grant select on {', '.join(days)} to fairqueue_app")
+    for tenant in ("a", "b", None):
+        with tenant_transaction(app, tenant):
+            through_table = {r["id"] for r in app.execute("select id from fairqueue.finished_jobs")}
+            through_days = {r["id"] for d in days for r in app.execute(f"select id from {d}")}
+            through_view = {
+                r["id"]
+                for r in app.execute("select id from fairqueue.all_jobs where status = 'done'")
+            }
+        assert len(through_table) == 1
+        assert through_days == through_table == through_view
+    with app.transaction():  # no clamp at all
+        assert sum(count(app, d) for d in days) == 0
+        assert count(app, "fairqueue.all_jobs") == 0

@@ -32,6 +32,12 @@ from .tenancy import tenants_transaction
 
 log = logging.getLogger("fairqueue.backstop")
 
+# Days of finished jobs made ahead: a week of passes may find the table busy before one is due.
+DAYS_AHEAD = 7
+# How long making or dropping a day waits for the finished jobs' lock before it is left for the
+# next pass: every reader of finished jobs queues behind a waiting step, so the wait is short.
+PARTITION_LOCK_WAIT_S = 0.2
+
 
 @dataclass
 class BackstopResult:
@@ -40,7 +46,13 @@ class BackstopResult:
     render_errors: list[str] = field(default_factory=list)
     hooks_fired: int = 0
     outputs_trimmed: int = 0
-    jobs_pruned: int = 0
+    # Finished jobs moved out of the hot table (fairqueue.jobs) to fairqueue.finished_jobs.
+    jobs_moved: int = 0
+    # Days of finished jobs made ahead and dropped whole by retention, and steps left for the
+    # next pass because their locks were busy.
+    days_made: int = 0
+    days_dropped: int = 0
+    days_skipped: int = 0
     interrupted: bool = False
 
 
@@ -66,8 +78,9 @@ class Backstop:
         budget_s: float | None = None,
         conn: Connection | None = None,
     ) -> BackstopResult | None:
-        """One pass: save the missing results, fire the owed hooks, trim and prune; None when
-        another pass of this process is still in flight.
+        """One pass: save the missing results, fire the owed hooks, move the finished jobs out
+        of the hot table, trim old outputs and drop old days; None when another pass of this
+        process is still in flight.
 
         A stop request, or ``budget_s`` running out, ends it between batches: the batch in
         flight and its hooks always finish. ``conn`` is an open autocommit connection to sweep
@@ -103,8 +116,29 @@ class Backstop:
             if claimed < self.settings.batch:
                 break
         result.hooks_fired += self._fire_owed_hooks(conn, stop)
+        self._move_finished(conn, result, stop, deadline)
         self._retention(conn, result)
         return result
+
+    def _move_finished(
+        self,
+        conn: Connection,
+        result: BackstopResult,
+        stop: threading.Event | None,
+        deadline: float | None,
+    ) -> None:
+        """Move the finished jobs out of the hot table, a bounded batch per transaction, until
+        a batch comes back short or the pass must end."""
+        limit = self.settings.batch * 10
+        while True:
+            row = conn.execute(
+                query("move_finished"), {"limit": limit, "lock_wait_s": PARTITION_LOCK_WAIT_S}
+            ).fetchone()
+            moved = int(row["moved"]) if row else 0
+            result.jobs_moved += moved
+            stopped = stop is not None and stop.is_set()
+            if moved < limit or stopped or (deadline is not None and time.monotonic() >= deadline):
+                return
 
     def _record_batch(
         self, conn: Connection, result: BackstopResult
@@ -162,14 +196,22 @@ class Backstop:
         return fired
 
     def _retention(self, conn: Connection, result: BackstopResult) -> None:
-        """Trim old outputs, then prune old finished jobs, a bounded batch of each."""
+        """Trim a bounded batch of old outputs, then keep the finished jobs' days: the next ones
+        made ahead, the ones past retention dropped whole."""
         trimmed = conn.execute(
             query("trim_outputs"),
             {"age_s": self.settings.output_retention_s, "limit": self.settings.batch * 10},
         ).fetchone()
-        pruned = conn.execute(
-            query("prune_jobs"),
-            {"age_s": self.settings.job_retention_s, "limit": self.settings.batch * 10},
+        days = conn.execute(
+            query("keep_partitions"),
+            {
+                "keep_s": self.settings.job_retention_s,
+                "ahead": DAYS_AHEAD,
+                "lock_wait_s": PARTITION_LOCK_WAIT_S,
+            },
         ).fetchone()
         result.outputs_trimmed = int(trimmed["trimmed"]) if trimmed else 0
-        result.jobs_pruned = int(pruned["pruned"]) if pruned else 0
+        if days is not None:
+            result.days_made = int(days["made"])
+            result.days_dropped = int(days["dropped"])
+            result.days_skipped = int(days["skipped"])

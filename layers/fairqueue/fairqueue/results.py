@@ -38,7 +38,7 @@ class ResultSettings(BaseModel):
 
     grace_s: float = Field(default=120.0, gt=0)
     output_retention_s: float = Field(default=86_400.0, gt=0)
-    job_retention_s: float = Field(default=7 * 86_400.0, gt=0)
+    job_retention_s: float = Field(default=7 * 86_400.0, ge=86_400.0)
     batch: int = Field(default=100, ge=1, le=10_000)
 
     @classmethod

@@ -150,8 +150,11 @@ class Settings(BaseSettings):
     )
     job_retention_s: float = Field(
         default=604_800.0,
-        gt=0,
-        **_var("FAIRQUEUE_JOB_RETENTION_S", "seconds a finished job is kept"),
+        ge=86_400.0,
+        **_var(
+            "FAIRQUEUE_JOB_RETENTION_S",
+            "seconds a finished job is kept at least (a day or more; whole days are dropped)",
+        ),
     )
     result_batch: int = Field(
         default=100,

@@ -14,9 +14,10 @@ select exists (
 ) as busy;
 
 -- name: delta_target
--- Under the tenant's clamp: the earlier job a delta re-checks, if it is in this lane.
+-- Under the tenant's clamp: the earlier job a delta re-checks, if it is in this lane, open or
+-- finished.
 select exists (
-    select 1 from fairqueue.jobs where id = %(id)s and tenant_id is not distinct from %(tenant_id)s and lane = %(lane)s
+    select 1 from fairqueue.all_jobs where id = %(id)s and tenant_id is not distinct from %(tenant_id)s and lane = %(lane)s
 ) as found;
 
 -- name: lane_job
@@ -35,7 +36,7 @@ select j.id, j.type, j.status, j.lane, j.delta_of, j.attempts, j.created_at, j.f
                     and o.status in ('queued', 'pending', 'running')
                     and (o.created_at, o.id) <= (j.created_at, j.id))
        end as place
-  from fairqueue.jobs j
+  from fairqueue.all_jobs j
  where j.id = %(id)s and j.tenant_id is not distinct from %(tenant_id)s and j.lane = %(lane)s;
 
 -- name: dedupe_taken
@@ -117,6 +118,6 @@ select tenant_id, lane from fairqueue.stalled_lanes(%(limit)s);
 -- name: lane_history
 -- Under the tenant's clamp: a type's first-pass lane jobs, open or finished, in lane order.
 select lane, id, payload, status, created_at, locked_at as started_at, finished_at
-  from fairqueue.jobs
+  from fairqueue.all_jobs
  where tenant_id is not distinct from %(tenant_id)s and type = %(type)s and lane is not null and delta_of is null
  order by lane, created_at, id;

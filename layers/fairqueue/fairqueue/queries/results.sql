@@ -2,9 +2,10 @@
 -- does: a login that bypasses row-level security (a superuser) still touches one tenant's rows.
 
 -- name: result_source
--- Under the tenant's clamp: what a result write needs to know of the job it is for.
+-- Under the tenant's clamp: what a result write needs to know of the job it is for, open or
+-- finished.
 select id, type, tenant_id, status, output, created_at, coalesce(delta_of, id) as result_job_id
-  from fairqueue.jobs
+  from fairqueue.all_jobs
  where id = %(id)s and tenant_id is not distinct from %(tenant_id)s;
 
 -- name: save_result
@@ -74,8 +75,15 @@ select job_id, tenant_id, type
 -- name: trim_outputs
 select fairqueue.trim_outputs(%(age_s)s * interval '1 second', %(limit)s) as trimmed;
 
--- name: prune_jobs
-select fairqueue.prune_jobs(%(age_s)s * interval '1 second', %(limit)s) as pruned;
+-- name: move_finished
+-- A door (sql/functions/finished_jobs.sql): a batch of finished jobs out of the hot table.
+select fairqueue.move_finished(%(limit)s, %(lock_wait_s)s * interval '1 second') as moved;
+
+-- name: keep_partitions
+-- A door (sql/functions/partitions.sql): the finished jobs' days made ahead, the old ones dropped.
+select made, dropped, skipped
+  from fairqueue.keep_partitions(%(keep_s)s * interval '1 second', %(ahead)s,
+                                 %(lock_wait_s)s * interval '1 second');
 
 -- name: missing_results
 select within_grace, under_an_hour, under_a_day, older
@@ -84,7 +92,7 @@ select within_grace, under_an_hour, under_a_day, older
 -- name: finished_without_result
 -- Under the tenant's clamp: a type's done jobs that hold an output and have no result yet.
 select id, output
-  from fairqueue.jobs
+  from fairqueue.all_jobs
  where tenant_id is not distinct from %(tenant_id)s and type = %(type)s and status = 'done'
    and output is not null and result_at is null
  order by finished_at;
