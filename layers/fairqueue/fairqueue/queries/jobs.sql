@@ -25,14 +25,6 @@ inserted as (
 select clamp.tenant_id as clamped_to, clamp.system, clamp.matches, inserted.id
   from clamp left join inserted on true;
 
--- name: get_job
--- Under the tenant's clamp, and naming the tenant too (a superuser login bypasses the clamp).
--- Open or finished.
-select id, type, payload, tenant_id, group_id, dedupe_key, status, attempts, max_attempts,
-       run_after, locked_at, lease_until, locked_by, last_error, run_id, created_at, finished_at
-  from fairqueue.all_jobs
- where id = %(id)s and tenant_id is not distinct from %(tenant_id)s;
-
 -- name: status_by_type
 -- A door (sql/functions/queue_status.sql): counts per type across tenants.
 select type, queued, backlog, scheduled, running, stuck, failed, done
