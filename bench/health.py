@@ -1,13 +1,16 @@
 """Table health after churn: what a million jobs leave behind in each system's tables.
 
 Each system starts from emptied tables and churns its jobs in rounds: a round's jobs are
-enqueued in bulk, its tables analyzed, then the jobs drained by the system's own workers
+enqueued in bulk, the peers' tables analyzed, then the jobs drained by the system's own workers
 (`churn_workers` processes, at their drain settings). The ANALYZE is what autovacuum would do
 soon after a bulk load; without it a plan made for the emptied table can crawl (procrastinate's
-fetch then took minutes per query). Autovacuum runs as the server is configured; nothing is
-vacuumed by hand. Then, per table a job's life writes to,
-from pg_stat_user_tables and the size functions: live and dead tuples, updates and how many
-were HOT (heap-only: no index entry written), autovacuum runs, and table and index size.
+fetch then took minutes per query). fairqueue's claim analyzes its table itself when it finds
+the statistics stale, and not while a vacuum of it is under way; an ANALYZE from outside would
+cancel that vacuum. fairqueue's finished jobs move out of the hot table after each round, as the
+backstop moves them. Autovacuum runs as the server is configured; nothing is vacuumed by hand.
+Then, per table a job's life writes to, from pg_stat_user_tables and the size functions: live
+and dead tuples, updates and how many were HOT (heap-only: no index entry written), autovacuum
+runs, and table and index size.
 Counters are differences from before the churn; tuples and sizes are as found after it.
 """
 
@@ -34,7 +37,6 @@ from .sizes import Sizes
 # finished jobs it moves to (every day of them summed, under this one name).
 FINISHED_DAYS = "fairqueue.finished_jobs (every day)"
 FAIRQUEUE_TABLES = ("fairqueue.jobs", FINISHED_DAYS, "fairqueue.served")
-FAIRQUEUE_ANALYZED = ("fairqueue.jobs", "fairqueue.served")
 MOVE_BATCH = 10_000
 MOVE = f"select fairqueue.move_finished({MOVE_BATCH}, interval '1 s') as moved"
 # Backends report their table counters within a second or so; a reading is settled when it
@@ -167,7 +169,6 @@ def churn_fairqueue(
         # long-lived one may hold them back for seconds.
         with connect(dsn, autocommit=True) as loader:
             load.insert_pending(loader, sizes, throughput.JOB_TYPE, count)
-        analyze(dsn, FAIRQUEUE_ANALYZED)
         throughput.run_invocations(
             dsn, "fairqueue", sizes.throughput_batch, sizes.churn_workers, count
         )

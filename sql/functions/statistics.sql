@@ -4,7 +4,10 @@
 -- new jobs in 1,000 groups took 33 s instead of 0.14 s). Called before each claim: analyzes the
 -- table when it has grown past twice the pages it had at its last analyze (and at least 128),
 -- or when more rows changed since then than it held (and at least 5,000), one caller at a time;
--- the others go on with the statistics there are. Whether it analyzed.
+-- the others go on with the statistics there are. Not while a vacuum of the table is under way
+-- (its lock is held): an ANALYZE would cancel an autovacuum, and a lumpy queue, which enqueues
+-- in bulk again and again, then never has its dead rows vacuumed (the bench's churn of a million
+-- jobs saw every autovacuum of jobs cancelled). Whether it analyzed.
 create or replace function fairqueue.analyze_when_stale() returns boolean
 language plpgsql security definer set search_path = pg_catalog, pg_temp
 as $$
@@ -27,6 +30,14 @@ begin
         return false;
     end if;
     if not pg_try_advisory_xact_lock(hashtextextended('fairqueue.analyze', 0)) then
+        return false;
+    end if;
+    if exists (select 1
+                 from pg_locks l
+                where l.locktype = 'relation' and l.database = (select oid from pg_database
+                                                                 where datname = current_database())
+                  and l.relation = 'fairqueue.jobs'::regclass
+                  and l.mode = 'ShareUpdateExclusiveLock' and l.granted) then
         return false;
     end if;
     analyze fairqueue.jobs;

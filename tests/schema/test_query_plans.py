@@ -9,7 +9,7 @@ import re
 
 import psycopg
 
-from fairqueue import PLANS, Stage
+from fairqueue import PLANS, Stage, connect
 from fairqueue.claim import claim_batch
 
 
@@ -261,3 +261,20 @@ def test_a_claim_right_after_a_bulk_enqueue_walks_on_fresh_statistics(conn) -> N
     jobs_read, served_read, _ = claim_reads(conn, 100)
     assert jobs_read <= 10 * 100
     assert served_read <= 10 * 100
+
+
+def test_the_claim_leaves_the_statistics_alone_while_the_table_is_being_vacuumed(
+    conn, admin_dsn: str
+) -> None:
+    """An ANALYZE cancels an autovacuum of the table; a lumpy queue's claims would cancel every
+    one of them. While a vacuum's lock is held the claim goes on with the statistics there are."""
+    conn.execute(
+        "insert into fairqueue.jobs (type, tenant_id, group_id)"
+        " select 'planned', 't' || (i % 20), 'g' || (i % 300) from generate_series(1, 12000) i"
+    )
+    analyze = "select fairqueue.analyze_when_stale() as analyzed"
+    with connect(admin_dsn) as vacuum:
+        vacuum.execute("lock table fairqueue.jobs in share update exclusive mode")
+        assert conn.execute(analyze).fetchone()["analyzed"] is False
+        vacuum.rollback()
+    assert conn.execute(analyze).fetchone()["analyzed"] is True
