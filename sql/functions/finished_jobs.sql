@@ -4,9 +4,9 @@
 -- in one statement that deletes them on one side and inserts them on the other. A done job
 -- whose output has no result yet stays until its result is decided or its output trimmed:
 -- every writer of results finds it where it was, whichever process runs the move and whatever
--- stages it knows. A row another transaction holds is left for the next call. The day a job finished on
--- is made first when it is missing (an earlier day, or a job dated by hand); a day whose lock
--- cannot be had within p_lock_wait keeps its jobs for the next call. How many moved.
+-- stages it knows. A row another transaction holds is left for the next call. The day a job
+-- finished on is made first when it is missing (an earlier day, or a job dated by hand); a day
+-- whose lock cannot be had within p_lock_wait keeps its jobs for the next call. How many moved.
 --
 -- The served counts do not change: a finished job counts, or not, by the same served_at on
 -- either side, and the trigger on fairqueue.jobs leaves finished jobs that leave it alone
@@ -61,7 +61,8 @@ begin
             release_tries, release_failing_since, output, result_at)
     select id, type, payload, tenant_id, group_id, dedupe_key, status, attempts, max_attempts,
            run_after, locked_at, lease_until, locked_by, last_error, run_id, created_at,
-           coalesce(finished_at, locked_at, created_at), rung_at, lane, delta_of, credit_cost,
+           fairqueue.finished_time(finished_at, locked_at, created_at), rung_at, lane, delta_of,
+           credit_cost,
            upstream_id, released_at, release_tries, release_failing_since, output, result_at
       from gone;
     get diagnostics moved = row_count;
@@ -72,14 +73,27 @@ alter function fairqueue.move_finished_unchecked(integer, interval)
 revoke all on function fairqueue.move_finished_unchecked(integer, interval)
     from public, fairqueue_app;
 
--- The UTC day a finished job belongs to: when it finished, or, for a job finished by hand with
--- no time, when it was last taken or made.
+-- When a finished job finished, as finished_jobs records it: its finish time, or, for a job
+-- finished by hand with none, when it was last taken or made.
+create or replace function fairqueue.finished_time(p_finished_at timestamp with time zone,
+    p_locked_at timestamp with time zone, p_created_at timestamp with time zone)
+returns timestamp with time zone
+language sql immutable parallel safe
+as $$
+select coalesce(p_finished_at, p_locked_at, p_created_at)
+$$;
+alter function fairqueue.finished_time(timestamp with time zone, timestamp with time zone,
+    timestamp with time zone) owner to fairqueue_owner;
+revoke all on function fairqueue.finished_time(timestamp with time zone, timestamp with time zone,
+    timestamp with time zone) from public, fairqueue_app;
+
+-- The UTC day, and so the partition, a finished job belongs to.
 create or replace function fairqueue.finished_day(p_finished_at timestamp with time zone,
     p_locked_at timestamp with time zone, p_created_at timestamp with time zone)
 returns date
 language sql immutable parallel safe
 as $$
-select (coalesce(p_finished_at, p_locked_at, p_created_at) at time zone 'UTC')::date
+select (fairqueue.finished_time(p_finished_at, p_locked_at, p_created_at) at time zone 'UTC')::date
 $$;
 alter function fairqueue.finished_day(timestamp with time zone, timestamp with time zone,
     timestamp with time zone) owner to fairqueue_owner;

@@ -5,6 +5,15 @@
 -- short lock timeout and is left for the next call when busy. The days are made a week ahead,
 -- so a busy minute costs nothing. The open work in fairqueue.jobs never waits for any of it.
 
+-- The name of the partition of finished_jobs that holds p_day's jobs (in schema fairqueue).
+create or replace function fairqueue.day_partition_name(p_day date) returns text
+language sql immutable parallel safe
+as $$
+select format('finished_jobs_%s', to_char(p_day, 'YYYYMMDD'))
+$$;
+alter function fairqueue.day_partition_name(date) owner to fairqueue_owner;
+revoke all on function fairqueue.day_partition_name(date) from public, fairqueue_app;
+
 -- The partition of finished_jobs that holds p_day's jobs, with the indexes of the table; the
 -- caller guards it (fairqueue.guard_jobs_table, sql/policies/jobs.sql). False when it exists
 -- already.
@@ -12,7 +21,7 @@ create or replace function fairqueue.add_day_partition(p_day date) returns boole
 language plpgsql set search_path = pg_catalog, pg_temp
 as $$
 declare
-    name text := format('finished_jobs_%s', to_char(p_day, 'YYYYMMDD'));
+    name text := fairqueue.day_partition_name(p_day);
     lower timestamptz := p_day::timestamp at time zone 'UTC';
 begin
     if to_regclass(format('fairqueue.%I', name)) is not null then
@@ -35,7 +44,7 @@ begin
         return false;
     end if;
     perform fairqueue.guard_jobs_table(
-        format('fairqueue.%I', format('finished_jobs_%s', to_char(p_day, 'YYYYMMDD')))::regclass);
+        format('fairqueue.%I', fairqueue.day_partition_name(p_day))::regclass);
     return true;
 end $$;
 alter function fairqueue.add_guarded_day(date) owner to fairqueue_owner;

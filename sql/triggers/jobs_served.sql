@@ -272,7 +272,8 @@ begin
                     and not exists (
                         select 1
                           from fairqueue.finished_jobs f
-                         where f.finished_at = coalesce(r.finished_at, r.locked_at, r.created_at)
+                         where f.finished_at
+                               = fairqueue.finished_time(r.finished_at, r.locked_at, r.created_at)
                            and f.id = r.id))
              group by 1, 2) a;
     if c.types is not null then

@@ -39,6 +39,12 @@ DAYS_AHEAD = 7
 PARTITION_LOCK_WAIT_S = 0.2
 
 
+def _must_end(stop: threading.Event | None, deadline: float | None) -> bool:
+    """A stop was asked for, or the pass's budget ran out."""
+    stopped = stop is not None and stop.is_set()
+    return stopped or (deadline is not None and time.monotonic() >= deadline)
+
+
 @dataclass
 class BackstopResult:
     written: int = 0
@@ -105,8 +111,7 @@ class Backstop:
     ) -> BackstopResult:
         result = BackstopResult()
         while self.rendering:
-            stopped = stop is not None and stop.is_set()
-            if stopped or (deadline is not None and time.monotonic() >= deadline):
+            if _must_end(stop, deadline):
                 result.interrupted = True
                 return result
             recorded, claimed = self._record_batch(conn, result)
@@ -136,8 +141,7 @@ class Backstop:
             ).fetchone()
             moved = int(row["moved"]) if row else 0
             result.jobs_moved += moved
-            stopped = stop is not None and stop.is_set()
-            if moved < limit or stopped or (deadline is not None and time.monotonic() >= deadline):
+            if moved < limit or _must_end(stop, deadline):
                 return
 
     def _record_batch(
