@@ -10,6 +10,7 @@ import os
 import tempfile
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import psycopg
@@ -37,6 +38,20 @@ def server_dsn() -> Iterator[str]:
 
 def dsn_for(base: str, dbname: str) -> str:
     return make_conninfo(base, dbname=dbname)
+
+
+@contextmanager
+def scratch_database(server_dsn: str, name: str) -> Iterator[str]:
+    """An empty database of this name on the server, made afresh; dropped afterwards."""
+    drop = sql.SQL("drop database if exists {} (force)").format(sql.Identifier(name))
+    with psycopg.connect(server_dsn, autocommit=True) as admin:
+        admin.execute(drop)
+        admin.execute(sql.SQL("create database {}").format(sql.Identifier(name)))
+    try:
+        yield dsn_for(server_dsn, name)
+    finally:
+        with psycopg.connect(server_dsn, autocommit=True) as admin:
+            admin.execute(drop)
 
 
 @pytest.fixture(scope="session")

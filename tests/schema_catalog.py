@@ -107,12 +107,10 @@ def differences(
     return found
 
 
-def _git(*args: str) -> str:
+def _git(*args: str) -> bytes:
     if not (ROOT / ".git").exists():
         pytest.skip("the earlier releases are read from the git history, which is not here")
-    return subprocess.run(
-        ["git", "-C", str(ROOT), *args], check=True, capture_output=True, text=True
-    ).stdout
+    return subprocess.run(["git", "-C", str(ROOT), *args], check=True, capture_output=True).stdout
 
 
 def install_release(dsn: str, release: str, below: int | None = None) -> None:
@@ -120,7 +118,7 @@ def install_release(dsn: str, release: str, below: int | None = None) -> None:
     migrations, each recorded; with ``below``, only those numbered lower."""
     names = sorted(
         path.removeprefix("sql/")
-        for path in _git("ls-tree", "--name-only", release, "sql/").split()
+        for path in _git("ls-tree", "--name-only", release, "sql/").decode().split()
         if re.fullmatch(r"sql/\d{4}_[a-z0-9_]+\.sql", path)
     )
     if below is not None:
@@ -133,7 +131,7 @@ def install_release(dsn: str, release: str, below: int | None = None) -> None:
             " applied_at timestamptz not null default now())"
         )
         for name in names:
-            conn.execute(sql.SQL(_git("show", f"{release}:sql/{name}")))  # type: ignore[arg-type]
+            conn.execute(sql.SQL(_git("show", f"{release}:sql/{name}").decode()))  # type: ignore[arg-type]
             conn.execute(
                 "insert into fairqueue.migrations (version, name) values (%s, %s)",
                 (int(name[:4]), name),
@@ -153,13 +151,7 @@ with connect(sys.argv[1]) as conn:
 def migrate_as_release(dsn: str, release: str) -> None:
     """What `fairqueue migrate` of an earlier release (a git revision) leaves behind, run by that
     release's own package: its migrations, functions, triggers and policies."""
-    if not (ROOT / ".git").exists():
-        pytest.skip("the earlier releases are read from the git history, which is not here")
-    archive = subprocess.run(
-        ["git", "-C", str(ROOT), "archive", release, "sql", "layers/fairqueue/fairqueue"],
-        check=True,
-        capture_output=True,
-    ).stdout
+    archive = _git("archive", release, "sql", "layers/fairqueue/fairqueue")
     with tempfile.TemporaryDirectory(prefix="fairqueue-release-") as folder:
         subprocess.run(["tar", "-x", "-C", folder], input=archive, check=True)
         subprocess.run(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
@@ -55,3 +56,31 @@ def race(calls: list[Callable[[], Any]]) -> list[Any]:
     for thread in threads:
         thread.join(timeout=60)
     return outcomes
+
+
+def finished_days(conn: Connection) -> dict[str, datetime]:
+    """The days of fairqueue.finished_jobs, each with when its range ends."""
+    rows = conn.execute("select partition::text as p, ends_at from fairqueue.finished_partitions()")
+    return {str(r["p"]): r["ends_at"] for r in rows.fetchall()}
+
+
+def day_of(conn: Connection, job_id: UUID) -> str:
+    """The day of fairqueue.finished_jobs a job belongs to by its finish time, wherever it is."""
+    row = conn.execute(
+        "select 'fairqueue.finished_jobs_' || to_char(finished_at at time zone 'UTC', 'YYYYMMDD')"
+        " as day from fairqueue.all_jobs where id = %s",
+        (job_id,),
+    ).fetchone()
+    assert row is not None, f"no job {job_id}"
+    return str(row["day"])
+
+
+def holder(conn: Connection, job_id: UUID) -> str:
+    """The table that holds a job: the hot one or the finished one."""
+    rows = conn.execute(
+        "select 'fairqueue.jobs' as t from fairqueue.jobs where id = %s"
+        " union all select 'fairqueue.finished_jobs' from fairqueue.finished_jobs where id = %s",
+        (job_id, job_id),
+    ).fetchall()
+    assert len(rows) == 1, f"job {job_id} is held {len(rows)} times"
+    return str(rows[0]["t"])

@@ -7,11 +7,9 @@ import os
 from collections import Counter
 from collections.abc import Iterator
 
-import psycopg
 import pytest
-from psycopg import sql
 
-from conftest import dsn_for
+from conftest import scratch_database
 from fairqueue import Stage, connect, enqueue, migrate, run_pipeline
 from fairqueue.claim import claim_batch
 from fairqueue.db import Connection
@@ -102,16 +100,10 @@ def test_a_group_key_is_one_spelling_of_tenant_and_group(conn) -> None:
 @pytest.fixture
 def old_schema_dsn(server_dsn: str) -> Iterator[str]:
     """A database migrated up to the migration before groups became their tenant's."""
-    name = f"fq_groups_migration_{os.getpid()}"
-    with psycopg.connect(server_dsn, autocommit=True) as admin:
-        admin.execute(sql.SQL("drop database if exists {} (force)").format(sql.Identifier(name)))
-        admin.execute(sql.SQL("create database {}").format(sql.Identifier(name)))
-    dsn = dsn_for(server_dsn, name)
-    # The release before groups belonged to their tenants, as its migrations left it.
-    install_release(dsn, "45b7a08", below=13)
-    yield dsn
-    with psycopg.connect(server_dsn, autocommit=True) as admin:
-        admin.execute(sql.SQL("drop database if exists {} (force)").format(sql.Identifier(name)))
+    with scratch_database(server_dsn, f"fq_groups_migration_{os.getpid()}") as dsn:
+        # The release before groups belonged to their tenants, as its migrations left it.
+        install_release(dsn, "45b7a08", below=13)
+        yield dsn
 
 
 def test_the_migration_carries_groups_and_served_counts_over(old_schema_dsn: str) -> None:

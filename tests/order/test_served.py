@@ -5,6 +5,8 @@ in the hot table or moved to the finished one."""
 import random
 import time
 
+import pytest
+
 from fairqueue import Stage, enqueue
 from fairqueue.claim import claim_batch, complete_claimed, retry_or_fail
 
@@ -80,28 +82,17 @@ def test_counter_matches_the_definition_through_random_transitions(conn) -> None
     assert sum(by_definition(conn).values()) > 0
 
 
-def test_a_served_job_leaves_the_count_when_it_turns_a_day_old(conn) -> None:
+@pytest.mark.parametrize("moved", [False, True], ids=["in the hot table", "moved out of it"])
+def test_a_served_job_leaves_the_count_when_it_turns_a_day_old(conn, moved: bool) -> None:
     job_id = enqueue(conn, "s1", {}, group_id="g")
     conn.execute(
         "update fairqueue.jobs set status = 'done',"
         " finished_at = now() - interval '1 day' + interval '2 seconds' where id = %s",
         (job_id,),
     )
-    assert by_counter(conn) == {("s1", "/g"): 1}
-    time.sleep(2.5)
-    assert by_definition(conn) == {}
-    assert by_counter(conn) == {}
-
-
-def test_a_moved_job_counts_until_it_turns_a_day_old_in_the_finished_table(conn) -> None:
-    job_id = enqueue(conn, "s1", {}, group_id="g")
-    conn.execute(
-        "update fairqueue.jobs set status = 'done',"
-        " finished_at = now() - interval '1 day' + interval '2 seconds' where id = %s",
-        (job_id,),
-    )
-    moved = conn.execute("select fairqueue.move_finished(10, interval '1 s') as n").fetchone()
-    assert moved["n"] == 1
+    if moved:
+        row = conn.execute("select fairqueue.move_finished(10, interval '1 s') as n").fetchone()
+        assert row["n"] == 1
     assert by_counter(conn) == by_definition(conn) == {("s1", "/g"): 1}
     time.sleep(2.5)
     assert by_definition(conn) == {}

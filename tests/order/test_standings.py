@@ -41,6 +41,22 @@ def claim_all(conn: Connection, locked_by: str) -> list[UUID]:
     return [j.id for j in jobs]
 
 
+def claim_in(conn: Connection) -> list[UUID]:
+    """The claim's statement alone, in the caller's transaction: the ids it takes, up to 5."""
+    rows = conn.execute(
+        query("claim_batch"),
+        {
+            "type": STAGE.name,
+            "batch": 5,
+            "lease_s": 60,
+            "locked_by": "first",
+            "run_id": None,
+            **PLANS.claim_params(),
+        },
+    ).fetchall()
+    return [row["id"] for row in rows]
+
+
 def test_enqueuers_and_claimers_overlapping_on_few_groups_lose_no_job(
     conn: Connection, dsn: str
 ) -> None:
@@ -118,18 +134,7 @@ def test_a_job_added_while_a_claim_that_emptied_its_group_is_open_is_claimed_aft
     with connect(dsn, autocommit=True) as claimer, connect(dsn, autocommit=True) as adder:
         with claimer.transaction():
             # The claim takes the group's only job and leaves its standing headless.
-            rows = claimer.execute(
-                query("claim_batch"),
-                {
-                    "type": STAGE.name,
-                    "batch": 5,
-                    "lease_s": 60,
-                    "locked_by": "first",
-                    "run_id": None,
-                    **PLANS.claim_params(),
-                },
-            ).fetchall()
-            assert [row["id"] for row in rows] == [head]
+            assert claim_in(claimer) == [head]
             # The enqueue reads the standing as it was before the claim: it must wait for the
             # claim, then read it again, and put its job at the head.
             pid = adder.execute("select pg_backend_pid() as pid").fetchone()
@@ -162,19 +167,8 @@ def test_a_job_enqueued_after_a_claim_began_and_committed_before_it_empties_the_
         # The group has a head, so this enqueue writes nothing to its standing; its job is
         # due from a moment later than the claim's now().
         added = enqueue(adder, STAGE.name, {}, tenant_id="t", group_id="g")
-        rows = claimer.execute(
-            query("claim_batch"),
-            {
-                "type": STAGE.name,
-                "batch": 5,
-                "lease_s": 60,
-                "locked_by": "first",
-                "run_id": None,
-                **PLANS.claim_params(),
-            },
-        ).fetchall()
         # The claim sees the job but not as due by its clock: it takes the head alone.
-        assert [row["id"] for row in rows] == [head]
+        assert claim_in(claimer) == [head]
     assert claim_all(conn, "second") == [added]
     assert standings_drift(conn) == []
 

@@ -3,20 +3,19 @@ retention, and neither ever waiting long for a lock that readers of finished job
 
 from __future__ import annotations
 
+from uuid import UUID
+
 from fairqueue import Stage, connect, enqueue
 from fairqueue.db import Connection
+from support import day_of, finished_days
 
 STAGE = Stage("days_plain", handler=lambda _job: None)
 MOVE = "select fairqueue.move_finished(100, interval '50 milliseconds') as n"
 
 
-def days(conn: Connection) -> set[str]:
-    rows = conn.execute("select partition::text as p from fairqueue.finished_partitions()")
-    return {r["p"] for r in rows.fetchall()}
-
-
-def finished(conn: Connection, age: str) -> object:
+def finished(conn: Connection, age: str) -> UUID:
     job_id = enqueue(conn, STAGE.name, {}, tenant_id="t")
+    assert job_id is not None
     conn.execute(
         "update fairqueue.jobs set status = 'done', finished_at = now() - %s::interval"
         " where id = %s",
@@ -25,21 +24,11 @@ def finished(conn: Connection, age: str) -> object:
     return job_id
 
 
-def day_of(conn: Connection, job_id: object) -> str:
-    row = conn.execute(
-        "select 'fairqueue.finished_jobs_' || to_char(finished_at at time zone 'UTC', 'YYYYMMDD')"
-        " as day from fairqueue.all_jobs where id = %s",
-        (job_id,),
-    ).fetchone()
-    assert row is not None
-    return str(row["day"])
-
-
 def test_the_move_makes_the_day_of_a_job_older_than_the_days_made(conn: Connection) -> None:
     old = finished(conn, "20 days")
-    assert day_of(conn, old) not in days(conn)
+    assert day_of(conn, old) not in finished_days(conn)
     assert conn.execute(MOVE).fetchone()["n"] == 1
-    assert day_of(conn, old) in days(conn)
+    assert day_of(conn, old) in finished_days(conn)
     holder = conn.execute(
         "select tableoid::regclass::text as p from fairqueue.finished_jobs where id = %s", (old,)
     ).fetchone()
@@ -64,7 +53,7 @@ def test_a_day_that_cannot_be_made_now_keeps_its_jobs_for_the_next_move(
     }
     assert where == {old: "hot", recent: "finished"}
     assert conn.execute(MOVE).fetchone()["n"] == 1
-    assert day_of(conn, old) in days(conn)
+    assert day_of(conn, old) in finished_days(conn)
 
 
 def test_a_day_past_retention_is_left_for_the_next_pass_while_it_is_read(
@@ -78,13 +67,13 @@ def test_a_day_past_retention_is_left_for_the_next_pass_while_it_is_read(
         busy = conn.execute(keep).fetchone()
         reader.rollback()
     assert busy["dropped"] == 0 and busy["skipped"] >= 1
-    assert day_of(conn, old) in days(conn)
+    assert day_of(conn, old) in finished_days(conn)
     again = conn.execute(keep).fetchone()
     assert again["skipped"] == 0 and again["dropped"] >= 1
     assert day_of_gone(conn, old)
 
 
-def day_of_gone(conn: Connection, job_id: object) -> bool:
+def day_of_gone(conn: Connection, job_id: UUID) -> bool:
     return (
         conn.execute("select 1 from fairqueue.all_jobs where id = %s", (job_id,)).fetchone() is None
     )

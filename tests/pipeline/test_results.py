@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 from uuid import UUID
 
@@ -27,7 +27,7 @@ from fairqueue.results import (
     save_result,
 )
 from fairqueue.status import missing_results
-from support import count
+from support import count, day_of, finished_days, holder
 
 GRACE = ResultSettings(grace_s=0.3)
 
@@ -341,14 +341,6 @@ def test_a_render_error_skips_that_job_only(dsn, app, conn) -> None:
     assert row["result_at"] is None  # still missing: the next sweep tries again
 
 
-def finished_partitions(conn) -> dict[str, datetime]:
-    """The days of fairqueue.finished_jobs, each with when its range ends."""
-    return {
-        str(r["partition"]): r["ends_at"]
-        for r in conn.execute("select * from fairqueue.finished_partitions()").fetchall()
-    }
-
-
 def test_retention_moves_finished_jobs_trims_old_outputs_and_drops_whole_days(
     dsn, app, conn
 ) -> None:
@@ -360,21 +352,16 @@ def test_retention_moves_finished_jobs_trims_old_outputs_and_drops_whole_days(
     age(conn, old, 1.5 * day)  # past the output's retention, inside the job's
     age(conn, ancient, 4 * day)  # its whole day is past the job's retention
     conn.execute("update fairqueue.jobs set result_at = now()")  # results decided already
-    before = finished_partitions(conn)
+    before = finished_days(conn)
     now = conn.execute("select now() as t").fetchone()["t"]
     past = {name for name, ends_at in before.items() if ends_at <= now - timedelta(days=2)}
-    ancient_day = conn.execute(
-        "select 'fairqueue.finished_jobs_' || to_char(finished_at at time zone 'UTC', 'YYYYMMDD')"
-        " as day from fairqueue.jobs where id = %s",
-        (ancient,),
-    ).fetchone()["day"]
-    assert ancient_day in past
+    assert day_of(conn, ancient) in past
 
     swept = Backstop(dsn, [NO_HOOK], settings).rescue()
 
     assert swept.jobs_moved == 3
     assert (swept.outputs_trimmed, swept.days_dropped, swept.days_skipped) == (2, len(past), 0)
-    assert set(finished_partitions(conn)) == set(before) - past
+    assert set(finished_days(conn)) == set(before) - past
     assert count(conn, "status <> 'pending'") == 0  # none finished is left in the hot table
     rows = {
         r["id"]: r["output"]
@@ -391,28 +378,17 @@ def test_a_done_job_whose_output_waits_for_its_result_stays_until_the_result_is_
     conn.execute("update fairqueue.jobs set result_at = now() where id = %s", (decided,))
     moved = conn.execute("select fairqueue.move_finished(100, interval '1 s') as n").fetchone()
     assert moved["n"] == 1
-    assert where_is(conn, waiting) == "fairqueue.jobs"
-    assert where_is(conn, decided) == "fairqueue.finished_jobs"
+    assert holder(conn, waiting) == "fairqueue.jobs"
+    assert holder(conn, decided) == "fairqueue.finished_jobs"
     # The backstop saves the missing result from where the job is, then moves it.
     age(conn, waiting, 60)
     swept = Backstop(dsn, [STAGE], GRACE).rescue()
     assert (swept.written, swept.jobs_moved) == (1, 1)
-    assert where_is(conn, waiting) == "fairqueue.finished_jobs"
+    assert holder(conn, waiting) == "fairqueue.finished_jobs"
     # A client's save later still finds the job, and wins over the worker's.
     result = save_result(app, waiting, {"summary": "by the client"}, tenant_id="t")
     assert result.saved_by == "client"
     assert writes(conn)[-1] == (waiting, "client")
-
-
-def where_is(conn, job_id: UUID) -> str:
-    """The table that holds the job: the hot one or the finished one."""
-    row = conn.execute(
-        "select 'fairqueue.jobs' as t from fairqueue.jobs where id = %s"
-        " union all select 'fairqueue.finished_jobs' from fairqueue.finished_jobs where id = %s",
-        (job_id, job_id),
-    ).fetchall()
-    assert len(row) == 1
-    return str(row[0]["t"])
 
 
 def test_status_counts_missing_results_by_age(dsn, app, conn) -> None:

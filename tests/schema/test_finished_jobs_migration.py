@@ -8,11 +8,9 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 
-import psycopg
 import pytest
-from psycopg import sql
 
-from conftest import dsn_for
+from conftest import scratch_database
 from fairqueue import Stage, enqueue
 from fairqueue.claim import claim_batch, complete_claimed
 from fairqueue.db import Connection, connect
@@ -59,15 +57,9 @@ select j.type, j.group_key, count(*) as n
 
 @pytest.fixture
 def released_dsn(server_dsn: str) -> Iterator[str]:
-    name = f"fq_split_migration_{os.getpid()}"
-    with psycopg.connect(server_dsn, autocommit=True) as admin:
-        admin.execute(sql.SQL("drop database if exists {} (force)").format(sql.Identifier(name)))
-        admin.execute(sql.SQL("create database {}").format(sql.Identifier(name)))
-    dsn = dsn_for(server_dsn, name)
-    migrate_as_release(dsn, RELEASE)
-    yield dsn
-    with psycopg.connect(server_dsn, autocommit=True) as admin:
-        admin.execute(sql.SQL("drop database if exists {} (force)").format(sql.Identifier(name)))
+    with scratch_database(server_dsn, f"fq_finished_jobs_migration_{os.getpid()}") as dsn:
+        migrate_as_release(dsn, RELEASE)
+        yield dsn
 
 
 def jobs(conn: Connection) -> dict[object, dict[str, object]]:

@@ -1,9 +1,7 @@
 import os
 import threading
 
-import psycopg
 import pytest
-from psycopg import sql
 
 from fairqueue import connect, migrate
 from fairqueue.migrate import definitions, migrations
@@ -24,15 +22,10 @@ def test_migrate_twice_applies_nothing_the_second_time(admin_dsn: str) -> None:
 
 @pytest.fixture
 def empty_dsn(server_dsn: str) -> str:
-    from conftest import dsn_for
+    from conftest import scratch_database
 
-    name = f"fq_empty_migrate_{os.getpid()}"
-    with psycopg.connect(server_dsn, autocommit=True) as admin:
-        admin.execute(sql.SQL("drop database if exists {} (force)").format(sql.Identifier(name)))
-        admin.execute(sql.SQL("create database {}").format(sql.Identifier(name)))
-    yield dsn_for(server_dsn, name)
-    with psycopg.connect(server_dsn, autocommit=True) as admin:
-        admin.execute(sql.SQL("drop database if exists {} (force)").format(sql.Identifier(name)))
+    with scratch_database(server_dsn, f"fq_empty_migrate_{os.getpid()}") as dsn:
+        yield dsn
 
 
 def test_two_migrators_at_once_apply_each_migration_once(empty_dsn: str) -> None:

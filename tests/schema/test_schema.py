@@ -7,12 +7,13 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 
 import psycopg
 import pytest
 from psycopg import sql
 
-from conftest import dsn_for
+from conftest import scratch_database
 from fairqueue import connect, migrate
 from fairqueue.migrate import definitions, migrations
 from schema_catalog import differences, install_release, schema_of
@@ -30,21 +31,13 @@ _CREATES = re.compile(
 @pytest.fixture
 def blank_db(server_dsn: str) -> Iterator[Callable[[], str]]:
     """Makes empty databases on the server; drops them after the test."""
-    made: list[str] = []
+    with ExitStack() as made:
 
-    def make() -> str:
-        name = f"fq_schema_{uuid.uuid4().hex[:12]}"
-        with psycopg.connect(server_dsn, autocommit=True) as admin:
-            admin.execute(sql.SQL("create database {}").format(sql.Identifier(name)))
-        made.append(name)
-        return dsn_for(server_dsn, name)
+        def make() -> str:
+            name = f"fq_schema_{uuid.uuid4().hex[:12]}"
+            return made.enter_context(scratch_database(server_dsn, name))
 
-    yield make
-    with psycopg.connect(server_dsn, autocommit=True) as admin:
-        for name in made:
-            admin.execute(
-                sql.SQL("drop database if exists {} (force)").format(sql.Identifier(name))
-            )
+        yield make
 
 
 @pytest.mark.parametrize("release", RELEASES)
