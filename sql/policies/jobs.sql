@@ -30,6 +30,8 @@ select fairqueue.guard_jobs_table(i.inhrelid::regclass)
   from pg_inherits i
  where i.inhparent = 'fairqueue.finished_jobs'::regclass;
 grant select, insert, update, delete on fairqueue.jobs to fairqueue_app;
+-- A new job's id draws from it (fairqueue.new_job_id).
+grant usage on sequence fairqueue.job_id_order to fairqueue_app;
 grant select on fairqueue.finished_jobs to fairqueue_app;
 revoke all on fairqueue.all_jobs from public, fairqueue_app;
 grant select on fairqueue.all_jobs to fairqueue_app;

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from typing import Any, Final, Literal
-from uuid import UUID, uuid4
+from uuid import UUID
 
 from psycopg.types.json import Jsonb
 
@@ -86,9 +86,9 @@ def admit(
     charge = stage.credit_cost if cost is None else cost
     if isinstance(charge, bool) or not isinstance(charge, int) or charge < 0:
         raise InvalidPayload(f"{job_type}: the credit cost must be a whole number >= 0")
-    job_id = uuid4()
     with tenant_scope(conn, tenant_id):
         lock_lane(conn, tenant_id, lane)
+        job_id: UUID = _one(conn, "new_job_id", {})["id"]
         if (
             delta_of is not None
             and not _one(

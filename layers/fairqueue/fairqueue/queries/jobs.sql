@@ -51,7 +51,7 @@ with clamp as materialized (
       from fairqueue.clamp_unless_clamped(%(tenant_id)s) c
 ),
 item as materialized (
-    select gen_random_uuid() as id, i.n, i.payload, i.group_id, i.dedupe_key, i.max_attempts,
+    select fairqueue.new_job_id() as id, i.n, i.payload, i.group_id, i.dedupe_key, i.max_attempts,
            i.run_after, i.delay_s
       from unnest(%(payloads)b::text[], %(group_ids)b::text[], %(dedupe_keys)b::text[],
                   %(max_attempts)b::integer[], %(run_afters)b::timestamptz[],

@@ -5,6 +5,11 @@
 -- The two-key advisory lock form: its key space does not overlap the one-key form's.
 select pg_advisory_xact_lock(%(namespace)s, hashtext(%(key)s));
 
+-- name: new_job_id
+-- The admitted job's id, drawn before its insert: a stage's upstream is given it as the held
+-- work's key. Time-ordered like every job's (sql/functions/job_ids.sql).
+select fairqueue.new_job_id() as id;
+
 -- name: lane_busy
 -- Under the tenant's clamp: does the lane already have first-pass work queued, pending or running?
 select exists (
