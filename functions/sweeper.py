@@ -1,4 +1,5 @@
-"""The sweeper, every minute: ring stale doorbells, fail abandoned jobs, publish the backlog."""
+"""The sweeper, every minute: ring stale doorbells, fail abandoned jobs, close abandoned runs,
+publish the backlog."""
 
 from typing import Any
 
@@ -31,6 +32,9 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     stuck = {s.type: s.stuck for s in result.status}
     metrics.add_metric(name="Republished", unit=MetricUnit.Count, value=result.republished)
     metrics.add_metric(name="AbandonedFailed", unit=MetricUnit.Count, value=result.abandoned_failed)
+    metrics.add_metric(
+        name="AbandonedRunsClosed", unit=MetricUnit.Count, value=result.abandoned_runs_closed
+    )
     metrics.add_metric(name="Backlog", unit=MetricUnit.Count, value=sum(backlog.values()))
     metrics.add_metric(name="Stuck", unit=MetricUnit.Count, value=sum(stuck.values()))
     # single_metric prints even when metrics are disabled (the local loop), hence the guard.
@@ -50,6 +54,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         "ringFailures": result.ring_failures,
         "abandonedFailed": result.abandoned_failed,
         "lanesPromoted": result.lanes_promoted,
+        "abandonedRunsClosed": result.abandoned_runs_closed,
         "backlog": backlog,
         "stuck": stuck,
     }

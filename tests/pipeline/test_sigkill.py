@@ -3,7 +3,7 @@
 The claim counts the attempt and sets a lease before the handler starts; the row is all that
 survives the process. The lease keeps the job from a second runner until it expires; then the
 job runs again, or, if that was its last attempt, the next run's sweep fails it and calls the
-stage's give-up hook.
+stage's give-up hook. The killed run's row stays open until the sweeper closes it as abandoned.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import pytest
 from fairqueue import Job, Stage, enqueue, run_pipeline
 from fairqueue.claim import has_claimable
 from fairqueue.db import Connection
+from fairqueue.sweeper import sweep
 from support import job, runs
 
 WORKER = Path(__file__).resolve().parents[1] / "sigkill_worker.py"
@@ -169,9 +170,21 @@ def test_a_job_killed_mid_run_is_held_by_its_lease_then_runs_again(
     assert done["finished_at"] is not None
     by_id = {r["id"]: r for r in runs(conn)}
     assert len(by_id) == 3
-    assert by_id[killed_run["id"]]["finished_at"] is None  # still open, still expected
+    assert by_id[killed_run["id"]]["finished_at"] is None  # its process never came back
     assert by_id[rescue.run_id]["stop_reason"] == "no_work"
     assert by_id[rescue.run_id]["jobs_done"] == 1
+
+    # Once the killed run is older than any invocation lives, the sweeper closes its row.
+    assert sweep(dsn, [stage]).abandoned_runs_closed == 0
+    conn.execute(
+        "update fairqueue.runs set started_at = now() - interval '21 minutes' where id = %s",
+        (killed_run["id"],),
+    )
+    assert sweep(dsn, [stage]).abandoned_runs_closed == 1
+    closed = {r["id"]: r for r in runs(conn)}[killed_run["id"]]
+    assert closed["stop_reason"] == "error"
+    assert closed["error"].startswith("abandoned:")
+    assert all(r["finished_at"] is not None for r in runs(conn))
 
 
 def test_a_job_killed_on_its_last_attempt_is_failed_by_the_next_runs_sweep(

@@ -81,6 +81,8 @@ HOSTILE_CALLS = [
     "select * from fairqueue.fail_abandoned(array['served_kind'], 1000000)",
     "select * from fairqueue.stale_doorbells(array['served_kind'], interval '-1 s', 10)",
     "select * from fairqueue.stalled_lanes(-1)",
+    "select fairqueue.close_abandoned_runs(interval '1 second')",
+    "select fairqueue.close_abandoned_runs(interval '8 days')",
     "select * from fairqueue.claim_unchecked('served_kind', 10, 60, 'me', null, " + PLANS + ")",
 ]
 
@@ -121,6 +123,10 @@ def test_a_door_within_bounds_answers(dsn: str, conn: Connection) -> None:
         assert kept == {"made": 0, "dropped": 0, "skipped": 0}  # the migration made them
         moved = app.execute("select fairqueue.move_finished(100, interval '1 s') as n").fetchone()
         assert moved["n"] == 0  # the one job is running
+        closed = app.execute(
+            "select fairqueue.close_abandoned_runs(interval '20 minutes') as n"
+        ).fetchone()
+        assert closed["n"] == 0
 
 
 @pytest.mark.parametrize(

@@ -191,6 +191,7 @@ DOORS = {
     "missing_results",
     "open_run",
     "close_run",
+    "close_abandoned_runs",
     "define_quota",
     "reset_due_quota",
     "spend_quota",

@@ -20,7 +20,7 @@ import psycopg
 
 from . import claim
 from .connections import RunConnections
-from .db import Connection, connect
+from .db import Connection, connect, resolve_dsn
 from .errors import ConfigurationError, DatabaseUnavailable, describe
 from .executor import Executor, FollowUps, NotStarted
 from .outcomes import Outcomes
@@ -33,6 +33,10 @@ log = logging.getLogger("fairqueue.run")
 
 # Kept back from a Lambda's remaining time so the run row is written before the platform stops.
 DEFAULT_MARGIN_S = 15.0
+# The waits between tries to close a run row on a fresh connection while the database cannot be
+# reached (a restart takes a few seconds): 7.75 s in all, inside the margin above. A row still
+# open after them is closed by the sweeper once it is abandoned.
+CLOSE_RETRY_DELAYS_S = (0.25, 0.5, 1.0, 2.0, 4.0)
 
 
 class LambdaContextLike(Protocol):
@@ -86,6 +90,8 @@ class Run:
         self.tally = RunTally()
         self.stop_reason: StopReason = "no_work"
         self.error: str | None = None
+        # Why the run's row could not be closed, if it could not.
+        self.close_error: str | None = None
         self.longest_batch: dict[str, float] = {}
         follow_ups = FollowUps()
         self.executor = Executor(db, self.tally, follow_ups, stop)
@@ -100,6 +106,9 @@ class Run:
         )
 
     def result(self) -> RunResult:
+        summary = self.tally.summary()
+        if self.close_error is not None:
+            summary["run_row_left_open"] = self.close_error
         return RunResult(
             run_id=self.run_id,
             stop_reason=self.stop_reason,
@@ -108,7 +117,7 @@ class Run:
             jobs_deferred=self.tally.deferred,
             units=self.tally.units,
             error=self.error,
-            summary=self.tally.summary(),
+            summary=summary,
         )
 
     def seconds_left(self) -> float:
@@ -159,7 +168,9 @@ def invocation(
     """One invocation and its one ``runs`` row: opened first, closed whatever happens.
 
     The pipeline's ``stop_reason`` and ``error`` are what the row is closed with; an exception
-    out of the block closes it with ``error`` and goes on up. ``conn`` reuses an open
+    out of the block closes it with ``error`` and goes on up. A row that cannot be closed (the
+    database is gone for longer than the retries) is left to the sweeper and never raises:
+    ``run.close_error`` says why. ``conn`` reuses an open
     autocommit connection (a Lambda keeps one across invocations) and is left open; otherwise
     one is opened from ``dsn`` (or ``DATABASE_URL``) and closed.
     """
@@ -187,7 +198,7 @@ def invocation(
             raise
         finally:
             db.close_handler_connections()
-            _close(active, dsn, run_id, run.stop_reason, run.tally, run.error)
+            run.close_error = _close(active, dsn, run_id, run.stop_reason, run.tally, run.error)
     finally:
         if owned:
             active.close()
@@ -200,16 +211,33 @@ def _close(
     reason: StopReason,
     tally: RunTally,
     error: str | None,
-) -> None:
-    """Close the run row, on a fresh connection if the error broke the one we had."""
+) -> str | None:
+    """Close the run row: on the run's connection, else on fresh ones, tried again with a
+    backoff while the database cannot be reached. None once closed, else why it could not be."""
     if not (conn.closed or conn.broken):
         try:
             close_run(conn, run_id, reason, tally, error=error)
-            return
+            return None
         except psycopg.Error:
             log.exception("closing run %s failed; retrying on a new connection", run_id)
-    with connect(dsn, autocommit=True, as_app_role=True) as fresh:
-        close_run(fresh, run_id, reason, tally, error=error)
+    try:
+        target = resolve_dsn(dsn)
+    except DatabaseUnavailable as exc:
+        problem = describe(exc)
+        log.error("run %s is left open: %s", run_id, problem)
+        return problem
+    problem = ""
+    for delay in (0.0, *CLOSE_RETRY_DELAYS_S):
+        time.sleep(delay)
+        try:
+            with connect(target, autocommit=True, as_app_role=True) as fresh:
+                close_run(fresh, run_id, reason, tally, error=error)
+            return None
+        except (psycopg.Error, DatabaseUnavailable) as exc:
+            problem = describe(exc)
+            log.warning("closing run %s failed: %s", run_id, problem)
+    log.error("run %s is left open for the sweeper to close: %s", run_id, problem)
+    return problem
 
 
 def _host() -> str:

@@ -157,3 +157,11 @@ def recent_runs(conn: Connection, limit: int = 20) -> list[RunRow]:
 def get_run(conn: Connection, run_id: UUID | str) -> RunRow | None:
     row = conn.execute(query("get_run"), {"id": run_id}).fetchone()
     return RunRow(**row) if row else None
+
+
+def close_abandoned_runs(conn: Connection, after_s: float) -> int:
+    """Close as ``error`` every run still open ``after_s`` seconds after it started: its
+    process died before it could close it. Returns how many."""
+    row = conn.execute(query("close_abandoned_runs"), {"after_s": after_s}).fetchone()
+    assert row is not None
+    return int(row["closed"])

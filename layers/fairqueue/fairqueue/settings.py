@@ -134,6 +134,18 @@ class Settings(BaseSettings):
         **_var("FAIRQUEUE_UPSTREAM_TIMEOUT_S", "seconds an upstream call may take"),
     )
 
+    # Runs (the sweeper).
+    run_abandoned_after_s: float = Field(
+        default=1_200.0,
+        ge=60.0,
+        le=604_800.0,
+        **_var(
+            "FAIRQUEUE_RUN_ABANDONED_AFTER_S",
+            "seconds after its start that a run still open is closed as abandoned (longer than"
+            " any invocation lives: Lambda's 900 s and a margin)",
+        ),
+    )
+
     # Results and retention (the backstop).
     result_grace_s: float = Field(
         default=120.0,

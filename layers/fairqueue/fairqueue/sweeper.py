@@ -2,6 +2,8 @@
 
 - Rings again every due job of a doorbell stage whose last doorbell is stale (or never went).
 - Fails jobs whose run died on their last attempt, and runs their stages' give-up hooks.
+- Closes the runs whose process died before closing them (open longer than any invocation
+  lives: ``FAIRQUEUE_RUN_ABANDONED_AFTER_S``), as ``error`` with a message that says so.
 - Moves the served window's edge, so claims never pay for a day without traffic.
 - Starts the next job of any lane left waiting with nothing holding it (a lost promotion).
 - Reads backlog and stuck work per type from the table (not from queue depth) for metrics.
@@ -19,6 +21,8 @@ from .db import Connection
 from .doorbells import Doorbell
 from .queries import query
 from .run import invocation
+from .runs import close_abandoned_runs
+from .settings import settings
 from .stage import Stage
 from .status import TypeStatus, queue_status
 
@@ -33,6 +37,7 @@ class SweepResult:
     abandoned_failed: int
     lanes_promoted: int
     status: list[TypeStatus]
+    abandoned_runs_closed: int = 0
 
 
 def sweep(
@@ -51,6 +56,7 @@ def sweep(
         run.outcomes.fail_abandoned()
         with run.db.use() as c:
             c.execute(query("expire_served"))
+            runs_closed = close_abandoned_runs(c, settings().run_abandoned_after_s)
             rows = c.execute(
                 query("stale_doorbells"),
                 {"types": doorbell_types, "stale_s": stale_after_s, "limit": limit},
@@ -63,6 +69,7 @@ def sweep(
             promoted = lanes.promote_stalled(c)
             status = queue_status(c)
         run.tally.count("lanes_promoted", promoted)
+        run.tally.count("abandoned_runs_closed", runs_closed)
         run.tally.count("republished", len(rung))
         run.tally.count("ring_failures", len(failed))
     return SweepResult(
@@ -72,4 +79,5 @@ def sweep(
         abandoned_failed=run.tally.abandoned_failed,
         lanes_promoted=promoted,
         status=status,
+        abandoned_runs_closed=runs_closed,
     )

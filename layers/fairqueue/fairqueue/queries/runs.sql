@@ -20,3 +20,7 @@ select id, trigger, stop_reason, jobs_done, jobs_failed, jobs_deferred, quota_un
        started_at, finished_at, summary
   from fairqueue.runs
  where id = %(id)s;
+
+-- name: close_abandoned_runs
+-- A door (sql/functions/runs.sql): closes the runs open longer than any invocation lives.
+select fairqueue.close_abandoned_runs(%(after_s)s * interval '1 second') as closed;
