@@ -8,12 +8,14 @@ import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from contextlib import ExitStack
+from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
 from . import claim, jobs, quotas
 from .connections import RunConnections
 from .db import Connection
+from .doorbells import Doorbell
 from .errors import TenantMismatch, describe
 from .results import check_body
 from .runs import RunTally
@@ -27,6 +29,27 @@ class NotStarted(Exception):
 
 class ReleaseFailed(Exception):
     """A claimed job's held upstream work could not be started; its handler did not run."""
+
+
+class JobLost(Exception):
+    """The job was no longer this run's when its handler returned (its lease ran out and another
+    run took it): the handler's writes were rolled back with the completion they came with."""
+
+
+@dataclass(frozen=True)
+class Handled:
+    """A handler that returned: its output, and whether its job was already marked done in the
+    handler's own transaction (a handler that wrote through ``job.conn``), with the doorbells of
+    the follow-ups that landed there, to ring now that it is committed."""
+
+    output: dict[str, Any] | None
+    recorded: bool = False
+    bells: list[Doorbell] = field(default_factory=list)
+
+
+# Marks a job done inside its handler's transaction, with its follow-ups, and returns their
+# doorbells; raises JobLost when the run no longer holds the job (outcomes.Outcomes owns it).
+RecordWithWrites = Callable[[Connection, claim.ClaimedJob, dict[str, Any] | None], list[Doorbell]]
 
 
 class FollowUps:
@@ -54,16 +77,19 @@ class Executor:
         tally: RunTally,
         follow_ups: FollowUps,
         stop: threading.Event | None,
+        record_with_writes: RecordWithWrites,
     ) -> None:
         self.db = db
         self.tally = tally
         self.follow_ups = follow_ups
         self.stop = stop
+        self.record_with_writes = record_with_writes
 
     def run_handlers(
         self, stage: Stage, batch: list[claim.ClaimedJob]
-    ) -> Iterator[tuple[claim.ClaimedJob, dict[str, Any] | None, BaseException | None]]:
-        """Each job of the batch with its handler's output or error, as the handlers finish.
+    ) -> Iterator[tuple[claim.ClaimedJob, Handled | None, BaseException | None]]:
+        """Each job of the batch with what its handler returned, or its error, as the handlers
+        finish.
 
         A stage that runs one handler at a time runs them on this thread: a pool of one thread
         only added a hand-over per job (a drain of no-op jobs ran about 10% faster without it).
@@ -79,14 +105,14 @@ class Executor:
                     yield job, output, None
             return
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"fq-{stage.name}") as pool:
-            futures: dict[Future[dict[str, Any] | None], claim.ClaimedJob] = {
+            futures: dict[Future[Handled], claim.ClaimedJob] = {
                 pool.submit(self.call_handler, stage, job): job for job in batch
             }
             for future in as_completed(futures):
                 error = future.exception()
                 yield futures[future], None if error is not None else future.result(), error
 
-    def call_handler(self, stage: Stage, claimed: claim.ClaimedJob) -> dict[str, Any] | None:
+    def call_handler(self, stage: Stage, claimed: claim.ClaimedJob) -> Handled:
         if self.stop is not None and self.stop.is_set():
             raise NotStarted
         if stage.payload_model is not None:
@@ -94,8 +120,9 @@ class Executor:
         if claimed.awaits_release:
             self.release_upstream(stage, claimed)
         # The handler reads and writes application data under its job's tenant clamp; what it
-        # writes commits when it returns, and rolls back when it raises. The transaction is
-        # opened only if the handler asks for job.conn.
+        # writes commits when it returns, together with the job marked done, and rolls back
+        # when it raises or when the job is no longer this run's: a job's writes land once. The
+        # transaction is opened only if the handler asks for job.conn.
         with self.db.handler_connection() as conn, ExitStack() as transaction:
             opened: list[Connection] = []
 
@@ -108,7 +135,11 @@ class Executor:
 
             output = stage.handler(self.job_for(stage, claimed, open_conn))
             # Checked inside the transaction: an output that cannot be stored is a failure.
-            return None if output is None else check_body(output, f"{stage.name}'s output")
+            body = None if output is None else check_body(output, f"{stage.name}'s output")
+            if not opened:
+                return Handled(body)
+            bells = self.record_with_writes(opened[0], claimed, body)
+        return Handled(body, recorded=True, bells=bells)
 
     def release_upstream(self, stage: Stage, claimed: claim.ClaimedJob) -> None:
         """Start the job's held upstream work, recorded in a commit of its own before the

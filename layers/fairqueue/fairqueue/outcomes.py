@@ -18,10 +18,10 @@ from .connections import RunConnections
 from .db import Connection
 from .doorbells import Doorbell
 from .errors import describe
-from .executor import FollowUps, ReleaseFailed
+from .executor import FollowUps, JobLost, ReleaseFailed
 from .runs import RunTally, StageTally
 from .stage import Defer, Job, Stage
-from .tenancy import tenant_transaction, tenants_transaction
+from .tenancy import clamp_callers_transaction, tenant_transaction, tenants_transaction
 
 log = logging.getLogger("fairqueue.outcomes")
 
@@ -85,6 +85,42 @@ class Outcomes:
         self.count_lost(tally, len(succeeded) - done)
         self.free_lanes(succeeded)
 
+    def complete_with_writes(
+        self, conn: Connection, job: claim.ClaimedJob, output: dict[str, Any] | None
+    ) -> list[Doorbell]:
+        """Mark a job done inside its handler's open transaction, with its follow-ups, so that
+        both commit with the handler's writes or none of them does. Raises JobLost when the run
+        no longer holds the job: the caller's transaction then rolls back. The doorbells of the
+        follow-ups, to ring once committed."""
+        held = claim.complete_claimed(
+            conn, [(job.tenant_id, job.id)], self.locked_by, {job.id: output}
+        )
+        if not held:
+            self.follow_ups.take(job.id)
+            raise JobLost(
+                f"job {job.id} was no longer held by run {self.run_id} when its handler"
+                " returned; the handler's writes were rolled back"
+            )
+        follow_ups = self.follow_ups.take(job.id)
+        if not follow_ups:
+            return []
+        # The completion ends unclamped; the follow-ups go in under the job's tenant.
+        clamp_callers_transaction(conn, job.tenant_id)
+        return self.insert_follow_ups(conn, follow_ups)
+
+    def completed_with_writes(
+        self, finished: list[claim.ClaimedJob], bells: list[Doorbell], tally: StageTally
+    ) -> None:
+        """Count the jobs done in their handlers' committed transactions, ring their follow-ups
+        and free their lanes."""
+        if not finished:
+            return
+        tally.done += len(finished)
+        if bells:
+            with self.db.use() as conn:
+                ringing.ring(conn, bells)
+        self.free_lanes(finished)
+
     def give_back(self, not_started: list[claim.ClaimedJob], tally: StageTally) -> None:
         """Give back what a stop request kept from starting, attempt undone."""
         grouped = claim.by_tenant((job.tenant_id, job.id) for job in not_started)
@@ -127,6 +163,10 @@ class Outcomes:
         tally: StageTally,
     ) -> None:
         self.follow_ups.take(job.id)  # follow-ups land only with a completion
+        if isinstance(error, JobLost):
+            # Another run holds the job now; its outcome is that run's to record.
+            self.count_lost(tally, 1)
+            return
         with self.db.use() as conn, tenant_transaction(conn, job.tenant_id):
             # Failed for good: the job's credits come back in the same transaction.
             if isinstance(error, Defer):

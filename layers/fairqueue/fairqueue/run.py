@@ -21,6 +21,7 @@ import psycopg
 from . import claim
 from .connections import RunConnections
 from .db import Connection, connect, resolve_dsn
+from .doorbells import Doorbell
 from .errors import ConfigurationError, DatabaseUnavailable, describe
 from .executor import Executor, FollowUps, NotStarted
 from .outcomes import Outcomes
@@ -94,7 +95,6 @@ class Run:
         self.close_error: str | None = None
         self.longest_batch: dict[str, float] = {}
         follow_ups = FollowUps()
-        self.executor = Executor(db, self.tally, follow_ups, stop)
         self.outcomes = Outcomes(
             db,
             run_id=run_id,
@@ -102,7 +102,10 @@ class Run:
             tally=self.tally,
             follow_ups=follow_ups,
             by_type=self.by_type,
-            job_for=self.executor.job_for,
+            job_for=lambda stage, job: self.executor.job_for(stage, job),
+        )
+        self.executor = Executor(
+            db, self.tally, follow_ups, stop, record_with_writes=self.outcomes.complete_with_writes
         )
 
     def result(self) -> RunResult:
@@ -137,15 +140,22 @@ class Run:
         started = time.monotonic()
         succeeded: list[claim.ClaimedJob] = []
         outputs: dict[UUID, dict[str, Any] | None] = {}
+        recorded: list[claim.ClaimedJob] = []
+        bells: list[Doorbell] = []
         not_started: list[claim.ClaimedJob] = []
-        for job, output, error in self.executor.run_handlers(stage, batch):
-            if error is None:
+        for job, handled, error in self.executor.run_handlers(stage, batch):
+            if handled is not None and handled.recorded:
+                recorded.append(job)
+                bells.extend(handled.bells)
+            elif handled is not None:
                 succeeded.append(job)
-                outputs[job.id] = output
+                outputs[job.id] = handled.output
             elif isinstance(error, NotStarted):
                 not_started.append(job)
             else:
+                assert error is not None
                 self.outcomes.finalize_failure(stage, job, error, tally)
+        self.outcomes.completed_with_writes(recorded, bells, tally)
         self.outcomes.complete_batch(succeeded, outputs, tally)
         self.outcomes.give_back(not_started, tally)
         elapsed = time.monotonic() - started

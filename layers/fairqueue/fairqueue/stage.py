@@ -50,8 +50,10 @@ class Job:
     @property
     def conn(self) -> Connection | None:
         """A connection inside this job's tenant transaction: application data read or written
-        through it is under the same clamp, and commits only if the handler returns. The
-        transaction begins when a handler first asks for it, so a handler that never does
+        through it is under the same clamp, and commits in the same transaction that marks the
+        job done (with its follow-ups), only if the handler returns while the run still holds
+        the job; otherwise it rolls back, so these writes land once however often the job runs.
+        The transaction begins when a handler first asks for it, so a handler that never does
         costs no round trip."""
         return None if self._open_conn is None else self._open_conn()
 
