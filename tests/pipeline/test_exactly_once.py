@@ -46,7 +46,7 @@ def wait_until_lease_ran_out(conn: Connection, job_id: UUID) -> None:
 
 class SlowFirstAttempt:
     """Writes a row per attempt through job.conn and enqueues a follow-up; the first attempt
-    then waits, past its lease, until the test lets it return."""
+    then waits, past its timeout and its lease, until the test lets it return."""
 
     def __init__(self) -> None:
         self.first_wrote = threading.Event()
@@ -74,11 +74,12 @@ def first_run_in_background(dsn: str, stage: Stage) -> tuple[threading.Thread, l
 
 
 @pytest.mark.timeout(120)
-def test_a_handler_slower_than_its_lease_writes_nothing_once_another_run_finished_its_job(
+def test_a_handler_past_its_timeout_writes_nothing_once_another_run_finished_its_job(
     dsn: str, conn: Connection, effects: None
 ) -> None:
     handler = SlowFirstAttempt()
-    stage = Stage("once_slow", handler=handler, lease_s=1.0, max_attempts=3)
+    # Past its job_timeout_s the run stops keeping the job's lease, so another run may take it.
+    stage = Stage("once_slow", handler=handler, lease_s=1.0, job_timeout_s=0.5, max_attempts=3)
     job_id = enqueue(conn, stage.name, {}, tenant_id="acme")
     assert job_id is not None
 
@@ -117,6 +118,7 @@ def test_a_last_attempt_given_up_while_its_handler_still_ran_writes_nothing(
         "once_last",
         handler=handler,
         lease_s=1.0,
+        job_timeout_s=0.5,
         max_attempts=1,
         on_give_up=lambda given, error: gave_up.append((given.id, error)),
     )
@@ -183,3 +185,38 @@ def test_a_handlers_writes_commit_with_its_jobs_completion(
         (r["status"], r["output"], r["run_id"]) == ("done", {"wrote": 1}, result.run_id)
         for r in rows
     )
+
+
+@pytest.mark.timeout(60)
+def test_a_handler_slower_than_its_lease_keeps_its_job_while_it_runs(
+    dsn: str, conn: Connection, effects: None
+) -> None:
+    handler = SlowFirstAttempt()
+    stage = Stage("once_kept", handler=handler, lease_s=1.0, max_attempts=3)
+    job_id = enqueue(conn, stage.name, {}, tenant_id="acme")
+    assert job_id is not None
+
+    thread, first = first_run_in_background(dsn, stage)
+    try:
+        assert handler.first_wrote.wait(WAIT_S)
+        # Three leases long, while the handler runs: the lease is kept alive all along, and
+        # other runs find nothing to take.
+        others: list[RunResult] = []
+        deadline = time.monotonic() + 3.0
+        while time.monotonic() < deadline:
+            others.append(run_pipeline(dsn, [stage]))
+            held = conn.execute(
+                "select lease_until > now() as live from fairqueue.jobs where id = %s", (job_id,)
+            ).fetchone()
+            assert held["live"]
+            time.sleep(0.2)
+    finally:
+        handler.release.set()
+        thread.join(WAIT_S)
+
+    assert others and all((r.jobs_done, r.stop_reason) == (0, "no_work") for r in others)
+    (first_result,) = first
+    assert first_result.jobs_done == 1
+    assert written(conn) == [(job_id, 1)]
+    done = job(conn, job_id)
+    assert (done["status"], done["attempts"], done["run_id"]) == ("done", 1, first_result.run_id)

@@ -196,6 +196,26 @@ def complete_claimed(
     return {row["id"] for row in rows}
 
 
+def extend_leases(
+    conn: Connection, owned: list[tuple[str | None, UUID]], locked_by: str, lease_s: float
+) -> int:
+    """Set the leases of several tenants' jobs (tenant, id) to ``lease_s`` from now, each
+    tenant's under its own clamp; how many this claimer still held."""
+    if not owned:
+        return 0
+    row = conn.execute(
+        query("extend_leases"),
+        {
+            "tenant_ids": [tenant_id for tenant_id, _ in owned],
+            "ids": [job_id for _, job_id in owned],
+            "locked_by": locked_by,
+            "lease_s": lease_s,
+        },
+    ).fetchone()
+    assert row is not None
+    return int(row["extended"])
+
+
 def _stored(
     job_ids: list[UUID], outputs: Mapping[UUID, dict[str, Any] | None]
 ) -> list[Jsonb | None]:

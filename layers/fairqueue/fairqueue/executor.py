@@ -5,6 +5,7 @@ back each job's output or error. It decides nothing about the job's next state; 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from contextlib import ExitStack
@@ -84,6 +85,11 @@ class Executor:
         self.follow_ups = follow_ups
         self.stop = stop
         self.record_with_writes = record_with_writes
+        # When each job's handler started (time.monotonic), for the lease keeper.
+        self._started: dict[UUID, float] = {}
+
+    def started_at(self, job_id: UUID) -> float | None:
+        return self._started.get(job_id)
 
     def run_handlers(
         self, stage: Stage, batch: list[claim.ClaimedJob]
@@ -115,6 +121,7 @@ class Executor:
     def call_handler(self, stage: Stage, claimed: claim.ClaimedJob) -> Handled:
         if self.stop is not None and self.stop.is_set():
             raise NotStarted
+        self._started[claimed.id] = time.monotonic()
         if stage.payload_model is not None:
             stage.payload_model.model_validate(claimed.payload)
         if claimed.awaits_release:

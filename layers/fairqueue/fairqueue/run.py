@@ -24,6 +24,7 @@ from .db import Connection, connect, resolve_dsn
 from .doorbells import Doorbell
 from .errors import ConfigurationError, DatabaseUnavailable, describe
 from .executor import Executor, FollowUps, NotStarted
+from .leases import leases_kept
 from .outcomes import Outcomes
 from .plans import PLANS, Plans
 from .runs import RunTally, StopReason, close_run, open_run
@@ -143,20 +144,21 @@ class Run:
         recorded: list[claim.ClaimedJob] = []
         bells: list[Doorbell] = []
         not_started: list[claim.ClaimedJob] = []
-        for job, handled, error in self.executor.run_handlers(stage, batch):
-            if handled is not None and handled.recorded:
-                recorded.append(job)
-                bells.extend(handled.bells)
-            elif handled is not None:
-                succeeded.append(job)
-                outputs[job.id] = handled.output
-            elif isinstance(error, NotStarted):
-                not_started.append(job)
-            else:
-                assert error is not None
-                self.outcomes.finalize_failure(stage, job, error, tally)
-        self.outcomes.completed_with_writes(recorded, bells, tally)
-        self.outcomes.complete_batch(succeeded, outputs, tally)
+        with leases_kept(self.db, self.locked_by, stage, batch, self.executor.started_at):
+            for job, handled, error in self.executor.run_handlers(stage, batch):
+                if handled is not None and handled.recorded:
+                    recorded.append(job)
+                    bells.extend(handled.bells)
+                elif handled is not None:
+                    succeeded.append(job)
+                    outputs[job.id] = handled.output
+                elif isinstance(error, NotStarted):
+                    not_started.append(job)
+                else:
+                    assert error is not None
+                    self.outcomes.finalize_failure(stage, job, error, tally)
+            self.outcomes.completed_with_writes(recorded, bells, tally)
+            self.outcomes.complete_batch(succeeded, outputs, tally)
         self.outcomes.give_back(not_started, tally)
         elapsed = time.monotonic() - started
         tally.seconds += elapsed

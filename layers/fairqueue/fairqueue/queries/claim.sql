@@ -45,6 +45,12 @@ select fairqueue.has_claimable(%(type)s) as claimable;
 select id from fairqueue.complete_claimed(%(tenant_ids)s::text[], %(ids)s::uuid[],
                                           %(outputs)s::jsonb[], %(locked_by)s);
 
+-- name: extend_leases
+-- The leases of a batch's jobs still running, each under its own tenant's clamp
+-- (sql/functions/claimed_batch.sql).
+select fairqueue.extend_leases(%(tenant_ids)s::text[], %(ids)s::uuid[], %(locked_by)s,
+                               %(lease_s)s) as extended;
+
 -- name: retry_or_fail
 -- Under the tenant's clamp. Backoff counts the attempt the claim already added: 2, then 4,
 -- then 8 units (a unit is a minute unless the stage sets another).
