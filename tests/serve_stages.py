@@ -13,6 +13,10 @@ def slow(job: Job) -> None:
     time.sleep(1.0)
 
 
+def sleepy(job: Job) -> None:
+    time.sleep(30.0)
+
+
 def slow_hook(result: Result, conn: psycopg.Connection[Any]) -> None:
     conn.execute("insert into public.hook_calls (job_id) values (%s)", (result.job_id,))
     time.sleep(0.5)
@@ -21,6 +25,7 @@ def slow_hook(result: Result, conn: psycopg.Connection[Any]) -> None:
 STAGES = [
     Stage("serve_bell", handler=lambda job: None, delivery="doorbell"),
     Stage("serve_slow", handler=slow, batch=4, concurrency=1, job_timeout_s=2),
+    Stage("serve_sleepy", handler=sleepy, batch=1),
     Stage(
         "serve_result",
         handler=lambda job: {"n": 1},

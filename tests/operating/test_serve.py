@@ -118,6 +118,29 @@ def test_sigterm_finishes_the_job_in_flight_and_gives_back_the_rest(start, conn)
     assert run["jobs_done"] == 1
 
 
+@pytest.mark.parametrize(
+    ("second_signal", "grace"), [(True, "60"), (False, "1")], ids=["second_sigterm", "grace"]
+)
+def test_a_stop_that_would_wait_too_long_aborts_and_leaves_the_job_to_its_lease(
+    start, conn, second_signal: bool, grace: str
+) -> None:
+    job_id = enqueue(conn, "serve_sleepy", {}, tenant_id="t")
+    process = start("cron", FAIRQUEUE_STOP_GRACE_S=grace)
+    wait_for(lambda: status(conn, job_id) == ("running", 1))
+    process.send_signal(signal.SIGTERM)
+    if second_signal:
+        time.sleep(0.3)
+        process.send_signal(signal.SIGTERM)
+    output, _ = process.communicate(timeout=20)
+    assert process.returncode == 128 + signal.SIGTERM, output
+    assert "aborted" in output
+    # Its handler (30 s) never finished: the job waits for its lease, the run row for the
+    # sweeper.
+    assert status(conn, job_id) == ("running", 1)
+    [run] = conn.execute("select finished_at from fairqueue.runs").fetchall()
+    assert run["finished_at"] is None
+
+
 def test_an_unknown_role_is_refused(dsn, capsys) -> None:
     from fairqueue.cli import main
 

@@ -13,7 +13,7 @@ from psycopg import sql
 from conftest import database_name
 from fairqueue import Job, Stage, connect, enqueue, run_pipeline
 from fairqueue.db import Connection
-from fairqueue.run import CLOSE_RETRY_DELAYS_S
+from fairqueue.run import ABORTED, CLOSE_RETRY_DELAYS_S
 from fairqueue.sweeper import sweep
 from support import job, runs
 
@@ -134,3 +134,20 @@ def test_a_run_whose_database_went_away_returns_its_result_and_the_sweeper_close
     assert closed["stop_reason"] == "error"
     assert closed["error"].startswith("abandoned:")
     assert all(r["finished_at"] is not None for r in runs(conn))
+
+
+@pytest.mark.timeout(60)
+def test_an_aborted_run_closes_its_row_as_an_error_not_as_idle(dsn: str, conn: Connection) -> None:
+    def aborted(_job: Job) -> None:
+        # What a second Ctrl-C raises on the main thread, where a stage of one handler at a
+        # time runs its handlers.
+        raise KeyboardInterrupt
+
+    stage = Stage("run_rows_aborted", handler=aborted)
+    job_id = enqueue(conn, stage.name, {})
+    with pytest.raises(KeyboardInterrupt):
+        run_pipeline(dsn, [stage])
+    (row,) = runs(conn)
+    assert (row["stop_reason"], row["error"], row["jobs_done"]) == ("error", ABORTED, 0)
+    assert row["finished_at"] is not None
+    assert job(conn, job_id)["status"] == "running"  # left to its lease

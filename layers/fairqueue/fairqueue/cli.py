@@ -11,7 +11,6 @@ import threading
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 from . import api, cron, function, local, serve
@@ -28,6 +27,7 @@ from .results import ResultSettings, results_by_writer
 from .runs import RunRow, get_run, recent_runs
 from .settings import DEFAULT_STAGES, settings
 from .status import missing_results, open_jobs, queue_status
+from .stopping import stop_on_signals
 
 EMBEDDED_DATA_DIR = Path(".pgdata")
 
@@ -113,7 +113,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             print_run(run)
             drained = is_drained(conn)
         if cron.stop_requested.is_set():
-            print("stopped: the batch in flight finished and its run row is written")
+            print("stopped: the job in flight finished and its run row is written")
             return 0
         if drained:
             with connect(dsn, as_app_role=True) as conn:
@@ -132,14 +132,11 @@ def is_drained(conn: Connection) -> bool:
 
 
 def _stop_on_signals() -> None:
-    def request_stop(signum: int, frame: FrameType | None) -> None:
-        if cron.stop_requested.is_set():
-            raise KeyboardInterrupt
-        print("\nstopping after the batch in flight (Ctrl-C again to abort)", file=sys.stderr)
-        cron.stop_requested.set()
+    def abort(signum: int) -> None:
+        # The run in flight closes its row as an abort on the way out.
+        raise KeyboardInterrupt
 
-    signal.signal(signal.SIGINT, request_stop)
-    signal.signal(signal.SIGTERM, request_stop)
+    stop_on_signals(cron.stop_requested, "stopping after the job in flight", abort)
 
 
 def _sleep_unless_stopped(seconds: float) -> None:
@@ -230,13 +227,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
     stages = function.load_stages(args.stages)
     stop = threading.Event()
 
-    def request_stop(signum: int, frame: FrameType | None) -> None:
-        name = signal.Signals(signum).name
-        print(f"fairqueue serve: {name}: finishing the work in flight", file=sys.stderr)
-        stop.set()
+    def abort(signum: int) -> None:
+        # Each role is a thread that cannot be interrupted: the process ends here, its jobs
+        # left to their leases and its open run rows to the sweeper.
+        print(f"fairqueue serve: {signal.Signals(signum).name}: aborted", file=sys.stderr)
+        sys.stderr.flush()
+        os._exit(128 + signum)
 
-    signal.signal(signal.SIGTERM, request_stop)
-    signal.signal(signal.SIGINT, request_stop)
+    stop_on_signals(stop, "fairqueue serve: finishing the work in flight", abort)
     print(f"fairqueue serve: role {role}", file=sys.stderr, flush=True)
     ok = serve.serve(
         role,

@@ -12,7 +12,8 @@ from .pipeline import DEFAULT_TIME_BUDGET_S, run_pipeline
 from .run import LambdaContextLike, RunResult
 from .stage import Stage
 
-# Set by a local runner on Ctrl-C or SIGTERM: the batch in flight finishes, then the run closes.
+# Set by a local runner on Ctrl-C or SIGTERM: the job in flight finishes, the rest of its batch
+# is given back, then the run closes (fairqueue.stopping bounds the wait).
 stop_requested = threading.Event()
 
 

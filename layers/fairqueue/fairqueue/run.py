@@ -39,6 +39,9 @@ DEFAULT_MARGIN_S = 15.0
 # reached (a restart takes a few seconds): 7.75 s in all, inside the margin above. A row still
 # open after them is closed by the sweeper once it is abandoned.
 CLOSE_RETRY_DELAYS_S = (0.25, 0.5, 1.0, 2.0, 4.0)
+ABORTED = (
+    "aborted: a stop request did not wait for the work in flight; its jobs are left to their leases"
+)
 
 
 class LambdaContextLike(Protocol):
@@ -207,6 +210,11 @@ def invocation(
         except Exception as exc:
             log.exception("run %s stopped on an error", run_id)
             run.stop_reason, run.error = "error", describe(exc)
+            raise
+        except KeyboardInterrupt:
+            # An abort (a second stop request) is not an idle run: the jobs it held are left to
+            # their leases.
+            run.stop_reason, run.error = "error", ABORTED
             raise
         finally:
             db.close_handler_connections()

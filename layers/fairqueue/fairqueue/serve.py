@@ -2,12 +2,12 @@
 
 ``fairqueue serve --role cron|worker|sweeper|backstop|api|all`` (or ``FAIRQUEUE_ROLE``). Each
 role is a loop in a thread; a stop request (SIGTERM, Ctrl-C) lets each finish what it is doing:
-the cron run finishes its batch in flight, gives back what it claimed but had not started, and
+the cron run finishes its job in flight, gives back what it claimed but had not started, and
 closes its run row; the worker finishes the doorbells it took; the backstop finishes the batch
 of results it recorded, hooks included; the API answers the requests in flight. The backstop
 has a thread of its own so that the sweeper's lease recovery never waits behind a slow hook.
 ``all`` includes the API only when ``FAIRQUEUE_API_SECRET`` is set: without it, it could not
-verify a token.
+verify a token. How long a stop request waits is ``fairqueue.stopping``'s to bound.
 """
 
 from __future__ import annotations

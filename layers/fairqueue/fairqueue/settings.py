@@ -84,6 +84,16 @@ class Settings(BaseSettings):
         default="all",
         **_var("FAIRQUEUE_ROLE", "the role of `fairqueue serve` when `--role` is not given"),
     )
+    stop_grace_s: float = Field(
+        default=25.0,
+        gt=0,
+        le=3600.0,
+        **_var(
+            "FAIRQUEUE_STOP_GRACE_S",
+            "seconds `fairqueue serve` and `fairqueue run` wait for the work in flight after a"
+            " stop request before they abort",
+        ),
+    )
     max_payload_bytes: int = Field(
         default=1024 * 1024,
         ge=1,
