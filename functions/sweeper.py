@@ -55,6 +55,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         "abandonedFailed": result.abandoned_failed,
         "lanesPromoted": result.lanes_promoted,
         "abandonedRunsClosed": result.abandoned_runs_closed,
+        "owedGiveUpsFired": result.owed_give_ups_fired,
         "backlog": backlog,
         "stuck": stuck,
     }

@@ -9,6 +9,7 @@ language sql set search_path = pg_catalog, pg_temp
 as $$
 update fairqueue.jobs
    set status = 'failed',
+       give_up_owed = true,
        finished_at = now(),
        lease_until = null,
        last_error = coalesce(last_error || E'\n', '')

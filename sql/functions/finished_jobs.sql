@@ -27,6 +27,7 @@ begin
           from fairqueue.jobs j
          where j.status in ('done', 'failed', 'cancelled')
            and not (j.status = 'done' and j.output is not null and j.result_at is null)
+           and not j.give_up_owed
          order by j.finished_at
          limit p_limit
            for update skip locked);

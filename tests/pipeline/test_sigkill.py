@@ -48,7 +48,7 @@ def spawn(tmp_path: Path) -> Iterator[Any]:
     started: list[Worker] = []
 
     def start(
-        dsn: str, job_type: str, *, lease_s: float, max_attempts: int
+        dsn: str, job_type: str, *, lease_s: float, max_attempts: int, mode: str = ""
     ) -> tuple[Worker, dict[str, Any]]:
         ready = tmp_path / f"ready-{len(started)}.json"
         log = tmp_path / f"worker-{len(started)}.log"
@@ -62,6 +62,7 @@ def spawn(tmp_path: Path) -> Iterator[Any]:
                     str(ready),
                     str(lease_s),
                     str(max_attempts),
+                    *([mode] if mode else []),
                 ],
                 stdout=sink,
                 stderr=subprocess.STDOUT,
@@ -269,4 +270,36 @@ def test_an_abandoned_job_is_refunded_even_when_a_run_of_other_stages_sweeps_fir
     run_pipeline(dsn, [paid], trigger="manual")
 
     assert job(conn, job_id)["status"] == "failed"
+    assert gave_up == [job_id]
+
+
+@pytest.mark.timeout(90)
+def test_a_give_up_hook_killed_mid_way_is_fired_again_by_the_sweeper(
+    dsn: str, conn: Connection, spawn: Any
+) -> None:
+    gave_up: list[UUID] = []
+    stage = Stage(
+        "give_up_killed",
+        handler=Seen(),
+        max_attempts=1,
+        on_give_up=lambda given, error: gave_up.append(given.id),
+    )
+    job_id = enqueue(conn, stage.name, {}, tenant_id="acme")
+    assert job_id is not None
+
+    worker, started = spawn(dsn, stage.name, lease_s=30.0, max_attempts=1, mode="give_up")
+    assert started["job_id"] == str(job_id)
+    sigkill(worker)  # inside the hook, after the failure committed
+
+    assert (job(conn, job_id)["status"], job(conn, job_id)["give_up_owed"]) == ("failed", True)
+    # Within its grace the sweeper leaves the hook to the process; past it, fires it.
+    assert sweep(dsn, [stage]).owed_give_ups_fired == 0
+    conn.execute(
+        "update fairqueue.jobs set finished_at = now() - interval '5 minutes' where id = %s",
+        (job_id,),
+    )
+    assert sweep(dsn, [stage]).owed_give_ups_fired == 1
+    assert gave_up == [job_id]
+    assert job(conn, job_id)["give_up_owed"] is False
+    assert sweep(dsn, [stage]).owed_give_ups_fired == 0
     assert gave_up == [job_id]

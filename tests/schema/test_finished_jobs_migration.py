@@ -63,10 +63,12 @@ def released_dsn(server_dsn: str) -> Iterator[str]:
 
 
 def jobs(conn: Connection) -> dict[object, dict[str, object]]:
-    """Every job, with the table that holds it."""
+    """Every job as the release knew it (the columns both tables share), with the table that
+    holds it."""
     rows = conn.execute(
-        "select *, 'fairqueue.jobs' as side from fairqueue.jobs"
-        " union all select *, 'fairqueue.finished_jobs' from fairqueue.finished_jobs"
+        "select a.*, case when j.id is null then 'fairqueue.finished_jobs'"
+        " else 'fairqueue.jobs' end as side"
+        "  from fairqueue.all_jobs a left join fairqueue.jobs j on j.id = a.id"
     )
     return {r["id"]: r for r in rows.fetchall()}
 

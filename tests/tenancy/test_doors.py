@@ -82,6 +82,8 @@ HOSTILE_CALLS = [
     "select * from fairqueue.stale_doorbells(array['served_kind'], interval '-1 s', 10)",
     "select * from fairqueue.stalled_lanes(-1)",
     "select fairqueue.close_abandoned_runs(interval '1 second')",
+    "select * from fairqueue.due_give_ups(array['served_kind'], interval '0 s', 10)",
+    "select * from fairqueue.due_give_ups(array['served_kind'], interval '1 minute', 0)",
     "select fairqueue.close_abandoned_runs(interval '8 days')",
     "select * from fairqueue.claim_unchecked('served_kind', 10, 60, 'me', null, " + PLANS + ")",
 ]

@@ -192,6 +192,7 @@ DOORS = {
     "open_run",
     "close_run",
     "close_abandoned_runs",
+    "due_give_ups",
     "define_quota",
     "reset_due_quota",
     "spend_quota",

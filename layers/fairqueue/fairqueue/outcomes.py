@@ -13,7 +13,7 @@ from uuid import UUID
 
 from pydantic import ValidationError
 
-from . import claim, jobs, lanes, ringing
+from . import claim, give_ups, jobs, lanes, ringing
 from .connections import RunConnections
 from .db import Connection
 from .doorbells import Doorbell
@@ -36,7 +36,7 @@ class Outcomes:
         tally: RunTally,
         follow_ups: FollowUps,
         by_type: dict[str, Stage],
-        job_for: Callable[[Stage, claim.ClaimedJob], Job],
+        job_for: Callable[[Stage, claim.ClaimedJob, Callable[[], Connection] | None], Job],
     ) -> None:
         self.db = db
         self.run_id = run_id
@@ -209,21 +209,45 @@ class Outcomes:
             self.give_up(stage, job, describe(error))
             self.free_lanes([job])
 
-    def give_up(self, stage: Stage, job: claim.ClaimedJob, error: str) -> None:
-        if stage.on_give_up is None:
-            return
+    def give_up(self, stage: Stage, job: claim.ClaimedJob, error: str) -> bool:
+        """Run the stage's give-up hook for a job whose failure is committed, in a tenant
+        transaction that locks the job and clears the hook it owes: the hook's writes through
+        ``job.conn`` and its follow-ups commit with that, or, when it raises, roll back and leave
+        the hook owed for the sweeper. A stage without a hook only clears it. False when nothing
+        was owed here (fired already, or being fired elsewhere) or the hook raised."""
+        bells: list[Doorbell] = []
         try:
-            stage.on_give_up(self.job_for(stage, job), error)
-            follow_ups = self.follow_ups.take(job.id)
-            if follow_ups:
-                with self.db.use() as conn:
-                    with tenant_transaction(conn, job.tenant_id):
-                        bells = self.insert_follow_ups(conn, follow_ups)
-                    ringing.ring(conn, bells)
+            with self.db.handler_connection() as conn:
+                with tenant_transaction(conn, job.tenant_id):
+                    if not give_ups.lock_owed(conn, job.tenant_id, job.id):
+                        self.follow_ups.take(job.id)
+                        return False
+                    if stage.on_give_up is not None:
+                        stage.on_give_up(self.job_for(stage, job, lambda: conn), error)
+                        bells = self.insert_follow_ups(conn, self.follow_ups.take(job.id))
+                    give_ups.mark_fired(conn, job.tenant_id, job.id)
+                ringing.ring(conn, bells)
         except Exception as exc:
             self.follow_ups.take(job.id)
             log.exception("give-up hook of %s failed for job %s", stage.name, job.id)
             self.tally.hook_errors.append(f"{stage.name} {job.id}: {describe(exc)}")
+            return False
+        return True
+
+    def fire_owed_give_ups(self, grace_s: float = give_ups.OWED_GRACE_S) -> int:
+        """Run the give-up hooks of this run's stages still owed ``grace_s`` after their jobs
+        failed: their process died before the hook ran to its end, or the hook raised. How many
+        ran."""
+        with self.db.use() as conn:
+            owed = give_ups.due(conn, list(self.by_type), grace_s)
+            errors = {item.id: item.error for item in owed}
+            grouped = claim.by_tenant((item.tenant_id, item.id) for item in owed)
+            found = [
+                job
+                for tenant_id, job_ids in grouped.items()
+                for job in claim.read_jobs(conn, tenant_id, job_ids)
+            ]
+        return sum(self.give_up(self.by_type[job.type], job, errors[job.id]) for job in found)
 
     def fail_abandoned(self) -> None:
         """Fail this run's stages' jobs that died on their last attempt, and run their hooks.

@@ -106,7 +106,7 @@ class Run:
             tally=self.tally,
             follow_ups=follow_ups,
             by_type=self.by_type,
-            job_for=lambda stage, job: self.executor.job_for(stage, job),
+            job_for=lambda stage, job, open_conn: self.executor.job_for(stage, job, open_conn),
         )
         self.executor = Executor(
             db, self.tally, follow_ups, stop, record_with_writes=self.outcomes.complete_with_writes

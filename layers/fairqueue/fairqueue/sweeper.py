@@ -2,6 +2,8 @@
 
 - Rings again every due job of a doorbell stage whose last doorbell is stale (or never went).
 - Fails jobs whose run died on their last attempt, and runs their stages' give-up hooks.
+- Runs again the give-up hooks still owed a minute after their jobs failed (the process died
+  before the hook ran to its end, or the hook raised).
 - Closes the runs whose process died before closing them (open longer than any invocation
   lives: ``FAIRQUEUE_RUN_ABANDONED_AFTER_S``), as ``error`` with a message that says so.
 - Moves the served window's edge, so claims never pay for a day without traffic.
@@ -38,6 +40,7 @@ class SweepResult:
     lanes_promoted: int
     status: list[TypeStatus]
     abandoned_runs_closed: int = 0
+    owed_give_ups_fired: int = 0
 
 
 def sweep(
@@ -54,6 +57,8 @@ def sweep(
     doorbell_types = [s.name for s in stages if s.delivery == "doorbell"]
     with invocation(dsn, stages, trigger="sweeper", conn=conn, opening_summary=summary) as run:
         run.outcomes.fail_abandoned()
+        give_ups_fired = run.outcomes.fire_owed_give_ups()
+        run.tally.count("owed_give_ups_fired", give_ups_fired)
         with run.db.use() as c:
             c.execute(query("expire_served"))
             runs_closed = close_abandoned_runs(c, settings().run_abandoned_after_s)
@@ -80,4 +85,5 @@ def sweep(
         lanes_promoted=promoted,
         status=status,
         abandoned_runs_closed=runs_closed,
+        owed_give_ups_fired=give_ups_fired,
     )

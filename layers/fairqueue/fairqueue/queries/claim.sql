@@ -59,6 +59,7 @@ update fairqueue.jobs
        run_after = case when attempts >= max_attempts then run_after
                         else now() + power(2, attempts) * %(unit_s)s * interval '1 second' end,
        finished_at = case when attempts >= max_attempts then now() end,
+       give_up_owed = attempts >= max_attempts,
        lease_until = null,
        last_error = %(error)s
  where id = %(id)s and tenant_id is not distinct from %(tenant_id)s
@@ -68,7 +69,8 @@ returning id, status, run_after;
 -- name: fail_now
 -- Under the tenant's clamp.
 update fairqueue.jobs
-   set status = 'failed', finished_at = now(), lease_until = null, last_error = %(error)s
+   set status = 'failed', give_up_owed = true, finished_at = now(), lease_until = null,
+       last_error = %(error)s
  where id = %(id)s and tenant_id is not distinct from %(tenant_id)s
    and status = 'running' and locked_by = %(locked_by)s
 returning id;
@@ -124,3 +126,24 @@ select id, tenant_id from fairqueue.stale_doorbells(%(types)s, %(stale_s)s * int
 
 -- name: mark_rung
 select fairqueue.mark_rung(%(ids)s::uuid[]) as rung;
+
+-- name: lock_owed_give_up
+-- Under the tenant's clamp, in the transaction the give-up hook runs in: the failed job whose
+-- hook is owed, locked; no row when it is not owed, or another process is firing it.
+select id
+  from fairqueue.jobs
+ where id = %(id)s and tenant_id is not distinct from %(tenant_id)s
+   and status = 'failed' and give_up_owed
+   for update skip locked;
+
+-- name: mark_give_up_fired
+-- Under the tenant's clamp, in the same transaction: the hook ran to its end.
+update fairqueue.jobs
+   set give_up_owed = false
+ where id = %(id)s and tenant_id is not distinct from %(tenant_id)s
+   and status = 'failed' and give_up_owed;
+
+-- name: due_give_ups
+-- A door (sql/functions/give_ups.sql): hooks owed longer than the grace, across tenants.
+select id, type, tenant_id, last_error
+  from fairqueue.due_give_ups(%(types)s::text[], %(grace_s)s * interval '1 second', %(limit)s);

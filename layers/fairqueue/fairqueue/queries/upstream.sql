@@ -27,6 +27,7 @@ update fairqueue.jobs j
        last_error = %(error)s,
        status = case when f.window_passed then 'failed' else 'pending' end,
        finished_at = case when f.window_passed then now() end,
+       give_up_owed = f.window_passed,
        run_after = case when f.window_passed then j.run_after
                         else now() + %(delay_s)s * interval '1 second' end
   from failing f
