@@ -12,8 +12,9 @@ from psycopg import sql
 
 from conftest import database_name
 from fairqueue import Job, Stage, connect, enqueue, run_pipeline
+from fairqueue.connections import RETRY_DELAYS_S
 from fairqueue.db import Connection
-from fairqueue.run import ABORTED, CLOSE_RETRY_DELAYS_S
+from fairqueue.run import ABORTED
 from fairqueue.sweeper import sweep
 from support import job, runs
 
@@ -117,7 +118,7 @@ def test_a_run_whose_database_went_away_returns_its_result_and_the_sweeper_close
     assert result.stop_reason == "error"
     assert result.error is not None
     assert "cannot reach the database" in result.summary["run_row_left_open"]
-    assert sum(CLOSE_RETRY_DELAYS_S) >= 5.0  # long enough to ride out a restart
+    assert sum(RETRY_DELAYS_S) >= 5.0  # long enough to ride out a restart
     (row,) = runs(conn)
     assert row["id"] == result.run_id
     assert row["finished_at"] is None

@@ -2,12 +2,41 @@
 
 from __future__ import annotations
 
+import logging
 import queue
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from .db import Connection, connect
+import psycopg
+
+from .db import Connection, connect, resolve_dsn
+from .errors import DatabaseUnavailable, describe
+
+log = logging.getLogger("fairqueue.connections")
+
+# The waits between tries to reach the database again while it cannot be reached (a restart
+# takes a few seconds): 7.75 s in all, inside the 15 s a Lambda run keeps back from its time.
+RETRY_DELAYS_S = (0.25, 0.5, 1.0, 2.0, 4.0)
+
+
+def connect_retrying(dsn: str | None) -> Connection:
+    """A fresh autocommit connection as the application role, tried again after each of
+    RETRY_DELAYS_S while the database cannot be reached; DatabaseUnavailable naming the last
+    problem when it never could be (at once when there is no DSN at all)."""
+    target = resolve_dsn(dsn)
+    problem = ""
+    for delay in (0.0, *RETRY_DELAYS_S):
+        time.sleep(delay)
+        try:
+            return connect(target, autocommit=True, as_app_role=True)
+        except (psycopg.Error, DatabaseUnavailable) as exc:
+            problem = describe(exc)
+            log.warning("cannot reach the database: %s", problem)
+    raise DatabaseUnavailable(
+        f"the database could not be reached in {len(RETRY_DELAYS_S) + 1} tries: {problem}"
+    )
 
 
 class RunConnections:
@@ -43,6 +72,19 @@ class RunConnections:
         finally:
             if not (conn.closed or conn.broken):
                 self._spare.put(conn)
+
+    @property
+    def broken(self) -> bool:
+        """Whether the run's own connection is known to be lost."""
+        return self.conn.closed or self.conn.broken
+
+    def reconnect(self) -> None:
+        """Replace the run's lost connection with a fresh one (connect_retrying), closed with
+        the handlers' at the end of the run."""
+        fresh = connect_retrying(self.dsn)
+        with self._lock:
+            self.conn = fresh
+            self._opened.append(fresh)
 
     def close_handler_connections(self) -> None:
         with self._lock:

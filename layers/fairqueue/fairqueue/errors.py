@@ -15,6 +15,11 @@ class DatabaseUnavailable(FairqueueError):
     """No database URL was given, or the database could not be reached."""
 
 
+class ConnectionLost(DatabaseUnavailable):
+    """A run's own connection was lost mid-run: it reconnected, recorded the outcomes of the
+    handlers that had finished, and stopped."""
+
+
 class UnknownJobType(FairqueueError):
     """A job type that no Stage declares in this process."""
 

@@ -119,7 +119,9 @@ class Executor:
                 yield futures[future], None if error is not None else future.result(), error
 
     def call_handler(self, stage: Stage, claimed: claim.ClaimedJob) -> Handled:
-        if self.stop is not None and self.stop.is_set():
+        if (self.stop is not None and self.stop.is_set()) or self.db.broken:
+            # A run that lost its connection starts no handler whose outcome it could not
+            # record: the job is given back once it has reconnected.
             raise NotStarted
         self._started[claimed.id] = time.monotonic()
         if stage.payload_model is not None:

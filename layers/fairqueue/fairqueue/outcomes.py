@@ -115,11 +115,12 @@ class Outcomes:
         and free their lanes."""
         if not finished:
             return
-        tally.done += len(finished)
         if bells:
             with self.db.use() as conn:
                 ringing.ring(conn, bells)
         self.free_lanes(finished)
+        # Counted last: a step cut short by a lost connection is taken again whole.
+        tally.done += len(finished)
 
     def give_back(self, not_started: list[claim.ClaimedJob], tally: StageTally) -> None:
         """Give back what a stop request kept from starting, attempt undone."""

@@ -10,19 +10,20 @@ import logging
 import socket
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Protocol
 from uuid import UUID
 
 import psycopg
 
 from . import claim
-from .connections import RunConnections
-from .db import Connection, connect, resolve_dsn
+from .connections import RunConnections, connect_retrying
+from .db import Connection, connect
 from .doorbells import Doorbell
-from .errors import ConfigurationError, DatabaseUnavailable, describe
+from .errors import ConfigurationError, ConnectionLost, DatabaseUnavailable, describe
 from .executor import Executor, FollowUps, NotStarted
 from .leases import leases_kept
 from .outcomes import Outcomes
@@ -35,10 +36,6 @@ log = logging.getLogger("fairqueue.run")
 
 # Kept back from a Lambda's remaining time so the run row is written before the platform stops.
 DEFAULT_MARGIN_S = 15.0
-# The waits between tries to close a run row on a fresh connection while the database cannot be
-# reached (a restart takes a few seconds): 7.75 s in all, inside the margin above. A row still
-# open after them is closed by the sweeper once it is abandoned.
-CLOSE_RETRY_DELAYS_S = (0.25, 0.5, 1.0, 2.0, 4.0)
 ABORTED = (
     "aborted: a stop request did not wait for the work in flight; its jobs are left to their leases"
 )
@@ -97,6 +94,8 @@ class Run:
         self.error: str | None = None
         # Why the run's row could not be closed, if it could not.
         self.close_error: str | None = None
+        # What broke the run's own connection, if it broke: the run then stops after the batch.
+        self.connection_fault: str | None = None
         self.longest_batch: dict[str, float] = {}
         follow_ups = FollowUps()
         self.outcomes = Outcomes(
@@ -138,6 +137,9 @@ class Run:
         return bound if bound is not None else self.longest_batch.get(stage.name, 0.0)
 
     def run_batch(self, stage: Stage, batch: list[claim.ClaimedJob]) -> None:
+        """Run a batch's handlers, then record each outcome. Should the run's connection be
+        lost, no further handler starts; each outcome is recorded on a new connection, and the
+        run then stops with ConnectionLost, so no handler that finished has to run again."""
         tally = self.tally.stage(stage.name)
         tally.batches += 1
         tally.claimed += len(batch)
@@ -146,6 +148,7 @@ class Run:
         outputs: dict[UUID, dict[str, Any] | None] = {}
         recorded: list[claim.ClaimedJob] = []
         bells: list[Doorbell] = []
+        failures: list[tuple[claim.ClaimedJob, BaseException]] = []
         not_started: list[claim.ClaimedJob] = []
         with leases_kept(self.db, self.locked_by, stage, batch, self.executor.started_at):
             for job, handled, error in self.executor.run_handlers(stage, batch):
@@ -159,13 +162,35 @@ class Run:
                     not_started.append(job)
                 else:
                     assert error is not None
-                    self.outcomes.finalize_failure(stage, job, error, tally)
-            self.outcomes.completed_with_writes(recorded, bells, tally)
-            self.outcomes.complete_batch(succeeded, outputs, tally)
-        self.outcomes.give_back(not_started, tally)
+                    failures.append((job, error))
+            self._record(lambda: self.outcomes.completed_with_writes(recorded, bells, tally))
+            for job, error in failures:
+                self._record(partial(self.outcomes.finalize_failure, stage, job, error, tally))
+            self._record(lambda: self.outcomes.complete_batch(succeeded, outputs, tally))
+        self._record(lambda: self.outcomes.give_back(not_started, tally))
         elapsed = time.monotonic() - started
         tally.seconds += elapsed
         self.longest_batch[stage.name] = max(self.longest_batch.get(stage.name, 0.0), elapsed)
+        if self.connection_fault is not None:
+            raise ConnectionLost(
+                f"the run's connection was lost ({self.connection_fault}); it reconnected,"
+                " recorded the outcomes of the handlers that had finished, and stopped"
+            )
+
+    def _record(self, step: Callable[[], None]) -> None:
+        """Record outcomes; when the run's connection is found lost, reconnect (with a backoff)
+        and record them on the new one. Each step changes only jobs this run still holds, in
+        transactions of its own, so one cut short by the fault is safe to take again."""
+        try:
+            step()
+            return
+        except psycopg.OperationalError as exc:
+            if not self.db.broken:
+                raise
+            self.connection_fault = self.connection_fault or describe(exc)
+            log.warning("run %s lost its connection: %s; reconnecting", self.run_id, exc)
+        self.db.reconnect()
+        step()
 
 
 @contextmanager
@@ -232,8 +257,9 @@ def _close(
     tally: RunTally,
     error: str | None,
 ) -> str | None:
-    """Close the run row: on the run's connection, else on fresh ones, tried again with a
-    backoff while the database cannot be reached. None once closed, else why it could not be."""
+    """Close the run row: on the run's connection, else on a fresh one, tried again with a
+    backoff while the database cannot be reached (connect_retrying). None once closed, else why
+    it could not be: a row left open is closed by the sweeper once it is abandoned."""
     if not (conn.closed or conn.broken):
         try:
             close_run(conn, run_id, reason, tally, error=error)
@@ -241,23 +267,13 @@ def _close(
         except psycopg.Error:
             log.exception("closing run %s failed; retrying on a new connection", run_id)
     try:
-        target = resolve_dsn(dsn)
-    except DatabaseUnavailable as exc:
+        with connect_retrying(dsn) as fresh:
+            close_run(fresh, run_id, reason, tally, error=error)
+        return None
+    except (psycopg.Error, DatabaseUnavailable) as exc:
         problem = describe(exc)
-        log.error("run %s is left open: %s", run_id, problem)
+        log.error("run %s is left open for the sweeper to close: %s", run_id, problem)
         return problem
-    problem = ""
-    for delay in (0.0, *CLOSE_RETRY_DELAYS_S):
-        time.sleep(delay)
-        try:
-            with connect(target, autocommit=True, as_app_role=True) as fresh:
-                close_run(fresh, run_id, reason, tally, error=error)
-            return None
-        except (psycopg.Error, DatabaseUnavailable) as exc:
-            problem = describe(exc)
-            log.warning("closing run %s failed: %s", run_id, problem)
-    log.error("run %s is left open for the sweeper to close: %s", run_id, problem)
-    return problem
 
 
 def _host() -> str:
