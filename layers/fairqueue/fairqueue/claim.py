@@ -161,6 +161,17 @@ def read_jobs(conn: Connection, tenant_id: str | None, job_ids: list[UUID]) -> l
     return [ClaimedJob.from_row(row) for row in rows]
 
 
+def read_jobs_of_tenants(
+    conn: Connection, owned: Iterable[tuple[str | None, UUID]]
+) -> list[ClaimedJob]:
+    """Jobs of several tenants (tenant, id), each tenant's read under its own clamp."""
+    return [
+        job
+        for tenant_id, job_ids in by_tenant(owned).items()
+        for job in read_jobs(conn, tenant_id, job_ids)
+    ]
+
+
 def by_tenant(pairs: Iterable[tuple[str | None, UUID]]) -> dict[str | None, list[UUID]]:
     grouped: dict[str | None, list[UUID]] = {}
     for tenant_id, job_id in pairs:

@@ -242,12 +242,7 @@ class Outcomes:
         with self.db.use() as conn:
             owed = give_ups.due(conn, list(self.by_type), grace_s)
             errors = {item.id: item.error for item in owed}
-            grouped = claim.by_tenant((item.tenant_id, item.id) for item in owed)
-            found = [
-                job
-                for tenant_id, job_ids in grouped.items()
-                for job in claim.read_jobs(conn, tenant_id, job_ids)
-            ]
+            found = claim.read_jobs_of_tenants(conn, ((i.tenant_id, i.id) for i in owed))
         return sum(self.give_up(self.by_type[job.type], job, errors[job.id]) for job in found)
 
     def fail_abandoned(self) -> None:
@@ -259,12 +254,7 @@ class Outcomes:
         with self.db.use() as conn:
             abandoned = claim.fail_abandoned(conn, list(self.by_type))
             errors = {item.id: item.error for item in abandoned}
-            grouped = claim.by_tenant((item.tenant_id, item.id) for item in abandoned)
-            found = [
-                job
-                for tenant_id, job_ids in grouped.items()
-                for job in claim.read_jobs(conn, tenant_id, job_ids)
-            ]
+            found = claim.read_jobs_of_tenants(conn, ((i.tenant_id, i.id) for i in abandoned))
         for job in found:
             self.tally.abandoned_failed += 1
             with self.db.use() as conn, tenant_transaction(conn, job.tenant_id):
