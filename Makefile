@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test lint format bench build deploy clean
+.PHONY: install run test lint format bench soak build deploy clean
 
 install: $(STAMP)
 
@@ -38,6 +38,10 @@ format: install
 
 bench: install
 	$(BIN)/python -m bench
+
+# Faults for ten minutes on a private cluster: kills, dropped connections, restarts (tests/soak.py).
+soak: install
+	$(BIN)/python tests/soak.py --min-faults 100
 
 build: install
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/sam build --template template.yaml
