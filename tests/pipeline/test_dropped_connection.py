@@ -77,3 +77,34 @@ def test_no_handler_starts_once_the_run_knows_its_connection_is_lost(
     # The two that finished are done; the one whose spend failed retries later; the seven
     # never started are back as they were, their attempt undone.
     assert statuses(conn, ids) == [("done", 1)] * 2 + [("pending", 1)] + [("pending", 0)] * 7
+
+
+@pytest.mark.timeout(60)
+def test_a_handlers_connection_killed_before_it_returned_rolls_its_writes_back_and_retries(
+    dsn: str, conn: Connection
+) -> None:
+    conn.execute("create table public.dropped_effects (job_id uuid, attempt integer)")
+    conn.execute("grant select, insert on public.dropped_effects to fairqueue_app")
+    calls: list[int] = []
+
+    def handler(job: Job) -> None:
+        calls.append(job.attempts)
+        assert job.conn is not None
+        job.conn.execute(
+            "insert into public.dropped_effects values (%s, %s)", (job.id, job.attempts)
+        )
+        if job.attempts == 1:
+            conn.execute("select pg_terminate_backend(%s)", (job.conn.info.backend_pid,))
+
+    stage = Stage("dropped_handler", handler=handler)
+    job_id = enqueue(conn, stage.name, {}, tenant_id="acme")
+    first = run_pipeline(dsn, [stage])
+    # The run's own connection is fine: the attempt fails and is retried, its write gone.
+    assert (first.jobs_done, first.summary["stages"][stage.name]["retried"]) == (0, 1)
+    assert job(conn, job_id)["status"] == "pending"
+    conn.execute("update fairqueue.jobs set run_after = now() where id = %s", (job_id,))
+    second = run_pipeline(dsn, [stage])
+    assert (second.jobs_done, calls) == (1, [1, 2])
+    rows = conn.execute("select job_id, attempt from public.dropped_effects").fetchall()
+    assert rows == [{"job_id": job_id, "attempt": 2}]
+    conn.execute("drop table public.dropped_effects")
