@@ -37,7 +37,7 @@ declare
     claimed_ids uuid[];
     claimed_tenants text[];
 begin
-    perform pg_advisory_xact_lock(hashtextextended('fairqueue.claim_by_tenant/' || p_type, 0));
+    perform fairqueue.lock_tenant_claims(array[p_type]);
     perform fairqueue.tenant_level_listed(p_type);
 
     -- Groups whose not-yet-due jobs have come due stand again, from their jobs.

@@ -98,3 +98,20 @@ begin
 end $$;
 alter function fairqueue.tenant_level_unlisted(text) owner to fairqueue_owner;
 revoke all on function fairqueue.tenant_level_unlisted(text) from public, fairqueue_app;
+
+-- Tenant-level claims of one type take turns: each holds its type's transaction lock. A change
+-- that writes the served rows of many groups at once (a plan change, a pause) takes the locks of
+-- every tenant-level type first, in the types' order, so that it never holds a row such a claim
+-- will wait for while it waits for one the claim holds (a claim holds the rows of the groups it
+-- woke, taken in the order they woke, not in key order); the rows it then writes it locks in
+-- key order, as every other writer of served does.
+create or replace function fairqueue.lock_tenant_claims(p_types text[]) returns void
+language plpgsql set search_path = pg_catalog, pg_temp
+as $$
+begin
+    perform pg_advisory_xact_lock(hashtextextended('fairqueue.claim_by_tenant/' || t.type, 0))
+       from unnest(p_types) as t (type)
+      order by t.type;
+end $$;
+alter function fairqueue.lock_tenant_claims(text[]) owner to fairqueue_owner;
+revoke all on function fairqueue.lock_tenant_claims(text[]) from public, fairqueue_app;

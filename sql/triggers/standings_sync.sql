@@ -1,16 +1,25 @@
 -- A group's standing carries its tenant's plan and whether it is paused, so the claim's index
 -- can rank and skip groups without reading tenants or groups. These statement-level triggers
 -- copy a plan change and a pause or resume into the standing rows, as the owner. A change is
--- rare, so they look the rows up without an index of their own.
+-- rare, so they look the rows up without an index of their own. Each first waits for the
+-- tenant-level claims in flight and locks the rows it writes in key order
+-- (fairqueue.lock_tenant_claims): written in the order they were found, a plan change
+-- deadlocked now and then with a claim or an enqueue writing the same rows in another order.
 
 create or replace function fairqueue.tenants_plan_changed() returns trigger
 language plpgsql security definer set search_path = pg_catalog, pg_temp set jit = off
 as $$
 begin
+    perform fairqueue.lock_tenant_claims(array(select l.type from fairqueue.tenant_level_types l));
     update fairqueue.served s
        set plan = coalesce(t.plan, '')
-      from (select n.id, n.plan from new_rows n) t
-     where s.tenant_id = t.id and s.plan <> coalesce(t.plan, '');
+      from (select n.id, n.plan from new_rows n) t,
+           lateral (select l.type, l.group_key
+                      from fairqueue.served l
+                     where l.tenant_id = t.id and l.plan <> coalesce(t.plan, '')
+                     order by l.type, l.group_key
+                       for no key update) k
+     where s.type = k.type and s.group_key = k.group_key;
     return null;
 end $$;
 alter function fairqueue.tenants_plan_changed() owner to fairqueue_owner;
@@ -20,10 +29,15 @@ create or replace function fairqueue.tenants_removed() returns trigger
 language plpgsql security definer set search_path = pg_catalog, pg_temp set jit = off
 as $$
 begin
+    perform fairqueue.lock_tenant_claims(array(select l.type from fairqueue.tenant_level_types l));
     update fairqueue.served s
        set plan = ''
-      from old_rows o
-     where s.tenant_id = o.id and s.plan <> '';
+      from (select l.type, l.group_key
+              from fairqueue.served l
+             where l.tenant_id in (select o.id from old_rows o) and l.plan <> ''
+             order by l.type, l.group_key
+               for no key update) k
+     where s.type = k.type and s.group_key = k.group_key;
     return null;
 end $$;
 alter function fairqueue.tenants_removed() owner to fairqueue_owner;
@@ -33,10 +47,16 @@ create or replace function fairqueue.groups_status_changed() returns trigger
 language plpgsql security definer set search_path = pg_catalog, pg_temp set jit = off
 as $$
 begin
+    perform fairqueue.lock_tenant_claims(array(select l.type from fairqueue.tenant_level_types l));
     update fairqueue.served s
-       set paused = (g.status = 'paused')
-      from new_rows g
-     where s.group_key = g.key and s.paused <> (g.status = 'paused');
+       set paused = k.paused
+      from (select l.type, l.group_key, g.status = 'paused' as paused
+              from new_rows g
+              join fairqueue.served l on l.group_key = g.key
+             where l.paused <> (g.status = 'paused')
+             order by l.type, l.group_key
+               for no key update of l) k
+     where s.type = k.type and s.group_key = k.group_key;
     return null;
 end $$;
 alter function fairqueue.groups_status_changed() owner to fairqueue_owner;
@@ -46,10 +66,15 @@ create or replace function fairqueue.groups_removed() returns trigger
 language plpgsql security definer set search_path = pg_catalog, pg_temp set jit = off
 as $$
 begin
+    perform fairqueue.lock_tenant_claims(array(select l.type from fairqueue.tenant_level_types l));
     update fairqueue.served s
        set paused = false
-      from old_rows g
-     where s.group_key = g.key and s.paused;
+      from (select l.type, l.group_key
+              from fairqueue.served l
+             where l.group_key in (select g.key from old_rows g) and l.paused
+             order by l.type, l.group_key
+               for no key update) k
+     where s.type = k.type and s.group_key = k.group_key;
     return null;
 end $$;
 alter function fairqueue.groups_removed() owner to fairqueue_owner;
