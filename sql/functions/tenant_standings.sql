@@ -115,3 +115,13 @@ begin
 end $$;
 alter function fairqueue.lock_tenant_claims(text[]) owner to fairqueue_owner;
 revoke all on function fairqueue.lock_tenant_claims(text[]) from public, fairqueue_app;
+
+-- The locks of every tenant-level type, for the writers of many groups' served rows above.
+create or replace function fairqueue.lock_tenant_level_claims() returns void
+language plpgsql set search_path = pg_catalog, pg_temp
+as $$
+begin
+    perform fairqueue.lock_tenant_claims(array(select l.type from fairqueue.tenant_level_types l));
+end $$;
+alter function fairqueue.lock_tenant_level_claims() owner to fairqueue_owner;
+revoke all on function fairqueue.lock_tenant_level_claims() from public, fairqueue_app;

@@ -2,23 +2,24 @@
 -- can rank and skip groups without reading tenants or groups. These statement-level triggers
 -- copy a plan change and a pause or resume into the standing rows, as the owner. A change is
 -- rare, so they look the rows up without an index of their own. Each first waits for the
--- tenant-level claims in flight and locks the rows it writes in key order
--- (fairqueue.lock_tenant_claims): written in the order they were found, a plan change
--- deadlocked now and then with a claim or an enqueue writing the same rows in another order.
+-- tenant-level claims in flight (fairqueue.lock_tenant_level_claims), then locks the rows it
+-- writes in key order across all of the statement's tenants or groups: written in the order
+-- they were found, a plan change deadlocked now and then with a claim or an enqueue writing the
+-- same rows in another order.
 
 create or replace function fairqueue.tenants_plan_changed() returns trigger
 language plpgsql security definer set search_path = pg_catalog, pg_temp set jit = off
 as $$
 begin
-    perform fairqueue.lock_tenant_claims(array(select l.type from fairqueue.tenant_level_types l));
+    perform fairqueue.lock_tenant_level_claims();
     update fairqueue.served s
-       set plan = coalesce(t.plan, '')
-      from (select n.id, n.plan from new_rows n) t,
-           lateral (select l.type, l.group_key
-                      from fairqueue.served l
-                     where l.tenant_id = t.id and l.plan <> coalesce(t.plan, '')
-                     order by l.type, l.group_key
-                       for no key update) k
+       set plan = k.plan
+      from (select l.type, l.group_key, coalesce(n.plan, '') as plan
+              from new_rows n
+              join fairqueue.served l on l.tenant_id = n.id
+             where l.plan <> coalesce(n.plan, '')
+             order by l.type, l.group_key
+               for no key update of l) k
      where s.type = k.type and s.group_key = k.group_key;
     return null;
 end $$;
@@ -29,7 +30,7 @@ create or replace function fairqueue.tenants_removed() returns trigger
 language plpgsql security definer set search_path = pg_catalog, pg_temp set jit = off
 as $$
 begin
-    perform fairqueue.lock_tenant_claims(array(select l.type from fairqueue.tenant_level_types l));
+    perform fairqueue.lock_tenant_level_claims();
     update fairqueue.served s
        set plan = ''
       from (select l.type, l.group_key
@@ -47,7 +48,7 @@ create or replace function fairqueue.groups_status_changed() returns trigger
 language plpgsql security definer set search_path = pg_catalog, pg_temp set jit = off
 as $$
 begin
-    perform fairqueue.lock_tenant_claims(array(select l.type from fairqueue.tenant_level_types l));
+    perform fairqueue.lock_tenant_level_claims();
     update fairqueue.served s
        set paused = k.paused
       from (select l.type, l.group_key, g.status = 'paused' as paused
@@ -66,7 +67,7 @@ create or replace function fairqueue.groups_removed() returns trigger
 language plpgsql security definer set search_path = pg_catalog, pg_temp set jit = off
 as $$
 begin
-    perform fairqueue.lock_tenant_claims(array(select l.type from fairqueue.tenant_level_types l));
+    perform fairqueue.lock_tenant_level_claims();
     update fairqueue.served s
        set paused = false
       from (select l.type, l.group_key
