@@ -3,17 +3,24 @@
 from __future__ import annotations
 
 import gc
+import io
 import json
+import os
 import re
+import sys
 import warnings
+from collections.abc import Iterator
+from pathlib import Path
 from uuid import UUID
 
 import pytest
 
 import cron_stages
+from conftest import scratch_database
 from fairqueue import enqueue, run_pipeline
 from fairqueue.cli import RUN_COLUMNS, main
 from fairqueue.db import Connection
+from fairqueue.migrate import migrations
 from fairqueue.plans import PLANS
 from support import count, runs
 
@@ -237,3 +244,143 @@ def test_production_without_a_database_url_refuses_to_start(
     assert "DATABASE_URL" in captured.err
     assert "production" in captured.err
     assert captured.out == ""
+
+
+@pytest.fixture
+def unmigrated_dsn(server_dsn: str) -> Iterator[str]:
+    """A database the migrations never reached."""
+    with scratch_database(server_dsn, f"fq_cli_unmigrated_{os.getpid()}") as url:
+        yield url
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["status"],
+        ["runs"],
+        ["enqueue", "cli_echo", "{}", "--stages", STAGES],
+        ["tick", "--stages", STAGES],
+    ],
+)
+def test_a_database_never_migrated_is_one_line_that_says_migrate_and_exit_2(
+    unmigrated_dsn: str, capsys: pytest.CaptureFixture[str], command: list[str]
+) -> None:
+    assert main(["--database-url", unmigrated_dsn, *command]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith("fairqueue: ")
+    assert "fairqueue migrate" in captured.err
+    assert len(captured.err.strip().splitlines()) == 1, captured.err
+
+
+def test_a_database_behind_this_release_is_refused_with_where_it_stands(
+    dsn: str, conn: Connection, capsys: pytest.CaptureFixture[str]
+) -> None:
+    latest = migrations()[-1].version
+    (removed,) = conn.execute(
+        "delete from fairqueue.migrations where version = %s returning *", (latest,)
+    ).fetchall()
+
+    assert main(["--database-url", dsn, "status"]) == 2
+    err = capsys.readouterr().err
+    assert f"at migration {latest - 1}" in err
+    assert f"needs migration {latest}" in err
+
+    # Once the database has the release's last migration again, the command works.
+    conn.execute(
+        "insert into fairqueue.migrations (version, name) values (%s, %s)",
+        (removed["version"], removed["name"]),
+    )
+    assert main(["--database-url", dsn, "status"]) == 0
+
+
+def test_database_url_is_taken_after_the_subcommand_too(
+    dsn: str, conn: Connection, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["enqueue", "cli_echo", "{}", "--stages", STAGES, "--database-url", dsn])
+    assert code == 0
+    assert UUID_LINE.match(capsys.readouterr().out.strip())
+    assert count(conn) == 1
+    assert main(["runs", "--database-url", dsn]) == 0
+    assert capsys.readouterr().out.startswith("started")
+
+
+def test_the_payload_comes_from_a_file_with_at(
+    dsn: str, conn: Connection, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    big = {"doc": "x" * 300_000}  # more than one argument may carry on Linux (128 KiB)
+    payload_file = tmp_path / "payload.json"
+    payload_file.write_text(json.dumps(big), encoding="utf-8")
+    code = main(
+        ["--database-url", dsn, "enqueue", "cli_echo", f"@{payload_file}", "--stages", STAGES]
+    )
+    assert code == 0, capsys.readouterr().err
+    job_id = UUID(capsys.readouterr().out.strip())
+    row = conn.execute("select payload from fairqueue.jobs where id = %s", (job_id,)).fetchone()
+    assert row is not None and row["payload"] == big
+
+
+def test_the_payload_comes_from_stdin_with_a_dash(
+    dsn: str, conn: Connection, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(sys, "stdin", io.StringIO('{"doc": "from stdin"}'))
+    assert main(["--database-url", dsn, "enqueue", "cli_echo", "-", "--stages", STAGES]) == 0
+    job_id = UUID(capsys.readouterr().out.strip())
+    row = conn.execute("select payload from fairqueue.jobs where id = %s", (job_id,)).fetchone()
+    assert row is not None and row["payload"] == {"doc": "from stdin"}
+
+
+def test_a_payload_file_that_cannot_be_read_exits_2_naming_it(
+    dsn: str, conn: Connection, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "nowhere.json"
+    code = main(["--database-url", dsn, "enqueue", "cli_echo", f"@{missing}", "--stages", STAGES])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "cannot read the payload file" in err and "nowhere.json" in err
+    assert count(conn) == 0
+
+
+@pytest.mark.parametrize("limit", ["0", "-1", "many"])
+def test_runs_limit_must_be_a_count(
+    dsn: str, capsys: pytest.CaptureFixture[str], limit: str
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["--database-url", dsn, "runs", "--limit", limit])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert "--limit" in err
+    assert "Traceback" not in err
+
+
+def test_production_help_and_status_need_no_example_stages(
+    dsn: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Production without FAIRQUEUE_UPSTREAM_URL: the example is never loaded, so nothing fails.
+    monkeypatch.setenv("FAIRQUEUE_ENV", "production")
+    monkeypatch.delenv("FAIRQUEUE_UPSTREAM_URL", raising=False)
+    monkeypatch.setenv("DATABASE_URL", dsn)
+    with pytest.raises(SystemExit) as exited:
+        main(["--help"])
+    assert exited.value.code == 0
+    assert "enqueue" in capsys.readouterr().out
+    assert main(["status"]) == 0
+    assert capsys.readouterr().out.startswith("type")
+
+
+def test_a_token_for_an_empty_tenant_is_refused(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("FAIRQUEUE_API_SECRET", "s" * 32)
+    assert main(["token", "--tenant", "", "--lane", "me"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert "tenant" in captured.err
+
+
+def test_serve_help_names_every_role(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["serve", "--help"])
+    out = capsys.readouterr().out
+    for role in ("cron", "worker", "sweeper", "backstop", "api"):
+        assert role in out

@@ -11,6 +11,7 @@ import pytest
 from psycopg.types.json import Jsonb
 
 from fairqueue import Job, Stage, connect, enqueue, run_pipeline
+from fairqueue.lanes import add_credits
 from fairqueue.tenancy import TenantMismatch, tenant_transaction
 from support import finished_days
 
@@ -247,6 +248,17 @@ def test_enqueue_refuses_a_transaction_clamped_to_another_tenant(dsn, conn) -> N
             enqueue(c, "tenanted", {}, tenant_id="b")
         c.rollback()
     assert count(conn, "fairqueue.jobs") == 0
+
+
+def test_credits_for_a_second_tenant_in_one_transaction_are_refused_as_credits(dsn, conn) -> None:
+    with connect(dsn) as c:
+        add_credits(c, "a", 5)
+        # The refusal names what was asked (credits), not an enqueue the caller never made.
+        with pytest.raises(TenantMismatch, match="cannot work for 'b'") as refused:
+            add_credits(c, "b", 5)
+        assert "enqueue" not in str(refused.value)
+        c.rollback()
+    assert count(conn, "fairqueue.credits") == 0
 
 
 def test_handlers_run_under_their_jobs_clamp_and_see_only_its_data(dsn, conn, user_tables) -> None:

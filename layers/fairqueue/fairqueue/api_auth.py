@@ -78,6 +78,9 @@ def mint_token(
     """A token for the local API, valid ``ttl_s`` seconds."""
     if ttl_s <= 0:
         raise ConfigurationError(f"a token's lifetime must be positive, got {ttl_s} s")
+    # The API refuses a token whose tenant or lane it would refuse as a label: refuse to mint one.
+    check_label("the token's tenant", tenant_id, required=True)
+    check_label("the token's lane", lane, required=True)
     claim = names or ClaimNames()
     now = datetime.now(UTC)
     return jwt.encode(

@@ -15,6 +15,10 @@ class DatabaseUnavailable(FairqueueError):
     """No database URL was given, or the database could not be reached."""
 
 
+class SchemaNotMigrated(FairqueueError):
+    """The database has no fairqueue schema, or one older than this package's migrations."""
+
+
 class ConnectionLost(DatabaseUnavailable):
     """A run's own connection was lost mid-run: it reconnected, recorded the outcomes of the
     handlers that had finished, and stopped."""

@@ -20,9 +20,11 @@ from importlib import resources
 from importlib.resources.abc import Traversable
 from typing import LiteralString
 
+import psycopg
 from psycopg import sql
 
 from .db import Connection
+from .errors import SchemaNotMigrated
 
 _MIGRATION = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
 _DEFINITION = re.compile(r"^[a-z0-9_]+\.sql$")
@@ -144,3 +146,33 @@ def migrate(conn: Connection) -> list[str]:
         was = "on" if checking is None else str(checking["was"])
         conn.execute("select set_config('check_function_bodies', %s, true)", (was,))
     return applied_now
+
+
+def require_migrated(conn: Connection) -> None:
+    """Refuse a database that this package's migrations have not all reached, with what to do,
+    before a command fails on a table or function it does not have. A database migrated by a
+    newer release passes."""
+    latest = migrations()[-1].version
+    present = conn.execute(
+        "select to_regclass('fairqueue.migrations') is not null as present"
+    ).fetchone()
+    applied: int | None = None
+    if present is not None and present["present"]:
+        try:
+            with conn.transaction():
+                row = conn.execute("select max(version) as v from fairqueue.migrations").fetchone()
+                applied = None if row is None or row["v"] is None else int(row["v"])
+        except psycopg.errors.InsufficientPrivilege:
+            # The grant that lets the application role read it came with a later migration.
+            applied = 0
+    if applied is None:
+        raise SchemaNotMigrated(
+            "the database has no fairqueue schema: run `fairqueue migrate` against it first,"
+            " as a role that may create the schema"
+        )
+    if applied < latest:
+        reached = f"at migration {applied}" if applied else "from an older release"
+        raise SchemaNotMigrated(
+            f"the database's fairqueue schema is {reached} and this release needs migration"
+            f" {latest}: run `fairqueue migrate` against it first"
+        )

@@ -49,7 +49,7 @@ class Plans:
 
     def table(self) -> str:
         """The plans as a table for people, highest priority first."""
-        rows = [("plan", "priority", "daily units", "")]
+        rows = [("plan", "priority", "daily units", "description")]
         for plan in sorted(self.plans, key=lambda p: -p.priority):
             units = "unlimited" if plan.daily_units is None else str(plan.daily_units)
             rows.append((plan.name, str(plan.priority), units, plan.description))

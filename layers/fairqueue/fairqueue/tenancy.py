@@ -70,7 +70,8 @@ def clamp_callers_transaction(conn: Connection, tenant_id: str | None) -> None:
 def mismatch(current: str | None, tenant_id: str | None) -> TenantMismatch:
     """The refusal of work for ``tenant_id`` in a transaction clamped to ``current``."""
     return TenantMismatch(
-        f"this transaction works for tenant {current!r}; it cannot enqueue for {tenant_id!r}"
+        f"this transaction works for tenant {current!r}; it cannot work for {tenant_id!r}"
+        " (each tenant's writes need a transaction of their own)"
     )
 
 
