@@ -7,8 +7,11 @@ import threading
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
+import pytest
+
 from fairqueue import Job, Stage, define_quota, enqueue, run_pipeline
 from fairqueue.db import Connection
+from fairqueue.errors import FairqueueError
 from support import job, runs
 
 DAY = timedelta(days=1)
@@ -157,3 +160,21 @@ def test_after_every_batch_the_loop_starts_again_at_the_top_past_a_held_stage(ds
 
     assert order == ["start:0", "finish:0", "start:1", "finish:1", "start:2", "finish:2"]
     assert (result.stop_reason, result.jobs_done) == ("quota_reserve", 6)
+
+
+@pytest.mark.parametrize(
+    ("name", "period", "message"),
+    [
+        ("", DAY, "name"),
+        ("q" * 201, DAY, "over the limit"),
+        ("nul\x00", DAY, "NUL"),
+        ("long_period", timedelta(days=367), "at most 366 days"),
+        ("no_period", timedelta(0), "over 0"),
+    ],
+)
+def test_define_quota_refuses_what_the_database_would_with_a_fairqueue_error(
+    conn: Connection, name: str, period: timedelta, message: str
+) -> None:
+    with pytest.raises(FairqueueError, match=message):
+        define_quota(conn, name, capacity=1, period=period)
+    assert conn.execute("select count(*) as n from fairqueue.quotas").fetchone() == {"n": 0}

@@ -86,6 +86,13 @@ HOSTILE_CALLS = [
     "select * from fairqueue.due_give_ups(array['served_kind'], interval '1 minute', 0)",
     "select fairqueue.close_abandoned_runs(interval '8 days')",
     "select * from fairqueue.claim_unchecked('served_kind', 10, 60, 'me', null, " + PLANS + ")",
+    "select * from fairqueue.find_jobs(null, null, null, null, null, 0)",
+    "select * from fairqueue.find_jobs(null, null, null, null, null, 10001)",
+    "select * from fairqueue.find_jobs(null, 'lost', null, null, null, 10)",
+    "select * from fairqueue.find_jobs_unchecked(null, null, null, null, null, 10)",
+    "select * from fairqueue.group_standing('served_kind', 'a', '{}', '{}', 0, 101)",
+    "select * from fairqueue.group_standing('served_kind', 'a', '{pro}', '{}', 0, 3)",
+    "select * from fairqueue.group_standing_unchecked('served_kind', 'a', '{}', '{}', 0, 3)",
 ]
 
 

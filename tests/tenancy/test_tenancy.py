@@ -198,6 +198,8 @@ DOORS = {
     "reset_due_quota",
     "spend_quota",
     "claim_by_tenant",
+    "find_jobs",
+    "group_standing",
 }
 
 

@@ -93,8 +93,9 @@ ERRORS: Final[dict[int, tuple[str, str, tuple[str, ...]]]] = {
     409: (
         "Conflict",
         "An open job of yours already has this dedupe_key (POST /jobs); the job is not done, so "
-        "it has no result to save yet (PUT /jobs/{id}/result).",
-        ("duplicate_job", "job_not_finished"),
+        "it has no result to save yet (PUT /jobs/{id}/result); the job has started or finished, "
+        "so it can no longer be cancelled (DELETE /jobs/{id}).",
+        ("duplicate_job", "job_not_finished", "job_not_cancellable"),
     ),
     413: (
         "ContentTooLarge",
@@ -181,6 +182,15 @@ OPERATIONS: Final[dict[str, dict[str, Any]]] = {
         "save it with PUT /jobs/{id}/result.",
         "responses": {200: {"description": "The job."}},
         "errors": READS,
+    },
+    "cancelJob": {
+        "summary": "Cancel a job of your lane that has not started",
+        "description": "A queued or pending job becomes `cancelled`: its credits come back, and "
+        "if it held the lane the next queued job starts. Work held upstream for it is left as "
+        "it is. A running or finished job is 409 `job_not_cancellable` and stays as it was; "
+        "another tenant's job, another lane's and no job at all are the same 404.",
+        "responses": {200: {"description": "Cancelled; the job as it is now."}},
+        "errors": (400, 401, 404, 409, 500, 503),
     },
     "getJobResult": {
         "summary": "The result of a job of your lane",

@@ -138,6 +138,13 @@ class JobView(BaseModel):
         description="The job's place in its lane while it is open (1 holds it); null once "
         "finished.",
     )
+    waiting: list[str] | None = Field(
+        default=None,
+        description="Only from GET /jobs/{id}, while the job is queued or pending: why it has "
+        "not run yet, one sentence per reason (its lane, not due yet, a paused group, its "
+        "stage's quota, how many groups stand ahead of its group in the fair order). Empty "
+        "when nothing holds it back; null in lists and once it has started.",
+    )
 
 
 class LaneJobs(BaseModel):

@@ -42,6 +42,7 @@ from .api_models import (
     ResultView,
 )
 from .api_resolver import ApiEvent, ApiResolver
+from .cancelling import cancel_job
 from .db import Connection
 from .errors import (
     DatabaseUnavailable,
@@ -49,6 +50,7 @@ from .errors import (
     FairqueueError,
     InsufficientCredit,
     InvalidPayload,
+    JobNotCancellable,
     JobNotFinished,
     PayloadTooLarge,
     UnknownJob,
@@ -60,6 +62,7 @@ from .queries import query
 from .results import read_result, save_result
 from .stage import known_stage
 from .tenancy import tenant_transaction
+from .waiting import tenant_job_waiting
 
 log = logging.getLogger("fairqueue.api")
 
@@ -70,7 +73,7 @@ Connections = Callable[[], AbstractContextManager[Connection]]
 # Every route and the methods it takes; any other method is 405 with these in Allow.
 ROUTES: Final[Mapping[str, tuple[str, ...]]] = {
     "/jobs": ("GET", "POST"),
-    "/jobs/{id}": ("GET",),
+    "/jobs/{id}": ("GET", "DELETE"),
     "/jobs/{id}/result": ("GET", "PUT"),
     OPENAPI_PATH: ("GET",),
 }
@@ -99,6 +102,11 @@ SAVE_RESULT_ERRORS: Final[ErrorTable] = (
     # A job that passed the lane check is missing here only if it was pruned since.
     (UnknownJob, 404, "job_not_found"),
     (JobNotFinished, 409, "job_not_finished"),
+)
+# What cancel_job refuses, as the API answers it.
+CANCEL_ERRORS: Final[ErrorTable] = (
+    (UnknownJob, 404, "job_not_found"),
+    (JobNotCancellable, 409, "job_not_cancellable"),
 )
 # Fields a client might hope to set, and where each really comes from.
 SET_ELSEWHERE: Final[Mapping[str, str]] = {
@@ -162,6 +170,18 @@ def build_resolver(connections: Connections, names: ClaimNames | None = None) ->
     def get_job(id: JobId) -> JobView:
         identity = caller()
         with connections() as conn:
+            row = _lane_job(id, identity, conn)
+            if row["status"] in ("queued", "pending"):
+                row = row | {"waiting": tenant_job_waiting(conn, id, identity.tenant_id)}
+            return JobView.model_validate(row)
+
+    @app.delete("/jobs/<id>", **api_document.operation("cancelJob"))
+    def cancel_lane_job(id: JobId) -> JobView:
+        identity = caller()
+        with connections() as conn:
+            _lane_job(id, identity, conn)
+            with _refusals(CANCEL_ERRORS):
+                cancel_job(conn, id, tenant_id=identity.tenant_id)
             return JobView.model_validate(_lane_job(id, identity, conn))
 
     @app.put("/jobs/<id>/result", **api_document.operation("saveJobResult"))

@@ -89,7 +89,8 @@ def text_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     cells = [[str(c) for c in header], *[["-" if c is None else str(c) for c in r] for r in rows]]
     widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
     numeric = [
-        bool(rows) and all(isinstance(r[i], int | float) or r[i] is None for r in rows)
+        any(isinstance(r[i], int | float) for r in rows)
+        and all(isinstance(r[i], int | float) or r[i] is None for r in rows)
         for i in range(len(header))
     ]
 

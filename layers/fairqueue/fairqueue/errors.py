@@ -72,6 +72,10 @@ class JobNotFinished(FairqueueError):
     """A result was saved for a job that is not done."""
 
 
+class JobNotCancellable(FairqueueError):
+    """Only a queued or pending job can be cancelled; this one is running or finished."""
+
+
 class TenantMismatch(FairqueueError):
     """A transaction clamped to one tenant was asked to work for another."""
 

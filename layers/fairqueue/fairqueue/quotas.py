@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Literal
+from typing import Any, Literal
 
 from .db import Connection
 from .errors import ConfigurationError, UnknownQuota
+from .inputs import check_label
 from .queries import query
 from .stage import Defer
+
+# The longest period the database accepts (sql/functions/quotas.sql).
+MAX_PERIOD = timedelta(days=366)
 
 QuotaStop = Literal["quota_reserve", "quota_exhausted"]
 
@@ -35,12 +40,15 @@ def define_quota(
     conn: Connection, name: str, *, capacity: int, period: timedelta, reserve: int = 0
 ) -> None:
     """Create a quota full, or change its capacity, reserve and period (remaining is kept)."""
+    check_label("a quota's name", name, required=True)
     if capacity < 0 or reserve < 0 or reserve > capacity:
         raise ConfigurationError(
             f"quota {name!r}: need 0 <= reserve <= capacity, got {reserve}, {capacity}"
         )
-    if period <= timedelta(0):
-        raise ConfigurationError(f"quota {name!r}: period must be positive, got {period}")
+    if not timedelta(0) < period <= MAX_PERIOD:
+        raise ConfigurationError(
+            f"quota {name!r}: the period must be over 0 and at most 366 days, got {period}"
+        )
     conn.execute(
         query("define_quota"),
         {
@@ -59,6 +67,19 @@ def read_quota(conn: Connection, name: str) -> QuotaState:
         row = conn.execute(query("read_quota"), {"name": name}).fetchone()
     if row is None:
         raise UnknownQuota(f"no quota named {name!r}; create it with define_quota()")
+    return _state(row)
+
+
+def list_quotas(conn: Connection) -> list[QuotaState]:
+    """Every quota as it is now, in name order; the ones whose reset time has passed are reset
+    first, as read_quota resets the one it reads."""
+    with conn.transaction():
+        conn.execute(query("reset_due_quotas"))
+        rows = conn.execute(query("list_quotas")).fetchall()
+    return [_state(row) for row in rows]
+
+
+def _state(row: Mapping[str, Any]) -> QuotaState:
     return QuotaState(
         name=str(row["name"]),
         capacity=int(row["capacity"]),

@@ -78,3 +78,63 @@ select clamp.tenant_id as clamped_to, clamp.system, clamp.matches, inserted.id
  cross join item
   left join inserted using (id)
  order by item.n;
+
+-- name: find_jobs
+-- A door (sql/functions/job_info.sql): ids and tenants of the matching jobs, newest first.
+select id, tenant_id
+  from fairqueue.find_jobs(%(ids)s, %(status)s, %(type)s, %(tenant_id)s, %(group_id)s,
+                           %(limit)s);
+
+-- name: job_details
+-- Under the tenant's clamp: everything an operator reads about one job, open or finished.
+select id, type, status, tenant_id, group_id, group_key, lane, dedupe_key, attempts,
+       max_attempts, run_after, created_at, locked_at, lease_until, locked_by, finished_at,
+       last_error, run_id, credit_cost, delta_of, upstream_id, payload, output
+  from fairqueue.all_jobs
+ where id = any(%(ids)s) and tenant_id is not distinct from %(tenant_id)s;
+
+-- name: lane_ahead
+-- Under the tenant's clamp: the lane's first-pass jobs that come before this one, and the one
+-- that holds the lane (pending or running), if any.
+select count(*) as ahead,
+       (array_agg(id order by created_at, id) filter (where status in ('pending', 'running')))[1]
+           as holder
+  from fairqueue.jobs
+ where tenant_id is not distinct from %(tenant_id)s and lane = %(lane)s and delta_of is null
+   and status in ('queued', 'pending', 'running') and (created_at, id) < (%(created_at)s, %(id)s);
+
+-- name: group_ahead
+-- Under the tenant's clamp: the group's due pending jobs older than this one (they go first).
+select count(*) as ahead
+  from fairqueue.jobs
+ where type = %(type)s and group_key = %(group_key)s and status = 'pending'
+   and run_after <= now() and (created_at, id) < (%(created_at)s, %(id)s)
+   and tenant_id is not distinct from %(tenant_id)s;
+
+-- name: group_paused
+-- Under the tenant's clamp.
+select status = 'paused' as paused
+  from fairqueue.groups
+ where key = %(group_key)s and tenant_id is not distinct from %(tenant_id)s;
+
+-- name: group_standing
+-- A door (sql/functions/job_info.sql): the group's place in its type's order, and the standings
+-- of the groups just ahead, own row first.
+select place, own, plan, served, oldest_created_at
+  from fairqueue.group_standing(%(type)s, %(group_key)s, %(plan_names)s, %(plan_priorities)s,
+                                %(default_priority)s, %(ahead)s);
+
+-- name: job_status
+-- Under the tenant's clamp: where a job stands, open or finished.
+select status, lane, delta_of
+  from fairqueue.all_jobs
+ where id = %(id)s and tenant_id is not distinct from %(tenant_id)s;
+
+-- name: cancel_job
+-- Under the tenant's clamp, after the lane's lock: a job no claim holds yet becomes cancelled.
+-- A claim that took it first has made it running, and the row is left as it is.
+update fairqueue.jobs
+   set status = 'cancelled', finished_at = now(), last_error = %(note)s
+ where id = %(id)s and tenant_id is not distinct from %(tenant_id)s
+   and status in ('queued', 'pending')
+returning status, lane, delta_of;

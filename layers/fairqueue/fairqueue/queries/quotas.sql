@@ -12,3 +12,12 @@ select remaining from fairqueue.spend_quota(%(name)s, %(units)s);
 
 -- name: read_quota
 select name, capacity, remaining, reserve, resets_at from fairqueue.quotas where name = %(name)s;
+
+-- name: reset_due_quotas
+-- Every quota whose reset time has passed, through the one-quota door: one statement, each row
+-- reset under its own lock (a spend between the scan and the reset is not reset twice: the
+-- door's update checks the reset time again).
+select fairqueue.reset_due_quota(name) from fairqueue.quotas where resets_at <= now();
+
+-- name: list_quotas
+select name, capacity, remaining, reserve, resets_at from fairqueue.quotas order by name;

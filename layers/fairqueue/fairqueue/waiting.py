@@ -1,0 +1,153 @@
+"""Why a job has not run yet: each rule that holds it back, in the order the pipeline meets
+them, from the same rows the claim reads."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Final
+from uuid import UUID
+
+from .db import Connection
+from .errors import UnknownQuota
+from .job_info import JobInfo, find_jobs
+from .plans import PLANS
+from .queries import query
+from .quotas import read_quota
+from .stage import Stage, known_stage
+from .tenancy import tenant_transaction
+
+STANDINGS_SHOWN: Final = 3
+
+
+@dataclass(frozen=True)
+class Standing:
+    """A group's place in its type's order: how many groups stand ahead of it, its tenant's plan
+    ('' for none), how many of its jobs of the type ran in the last day, and when its oldest due
+    job was made."""
+
+    place: int
+    plan: str
+    served: int
+    oldest_created_at: datetime
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """The reasons, as sentences, and where the job's group stands with the groups just ahead
+    of it (nearest first), when it offers a due job to the claim."""
+
+    reasons: list[str]
+    standing: Standing | None = None
+    ahead: list[Standing] = field(default_factory=list)
+
+
+def why_waiting(conn: Connection, job: JobInfo, stage: Stage | None) -> Waiting:
+    """Why ``job`` has not run. ``stage`` is its stage in the caller's stage list, or None when
+    the caller has none for its type."""
+    if job.status not in ("queued", "pending"):
+        return Waiting([])
+    reasons: list[str] = []
+    with tenant_transaction(conn, job.tenant_id):
+        if job.status == "queued" and job.lane is not None:
+            reasons.append(_lane_reason(conn, job))
+        if job.run_after > _now(conn):
+            reasons.append(f"it is not due until {job.run_after:%Y-%m-%d %H:%M:%S %Z}")
+        paused = conn.execute(
+            query("group_paused"), {"group_key": job.group_key, "tenant_id": job.tenant_id}
+        ).fetchone()
+        if paused is not None and paused["paused"]:
+            reasons.append(f"its group {job.group_id or '(default)'!r} is paused")
+        older = _one_count(conn, "group_ahead", job)
+    if stage is None:
+        reasons.append(f"no stage in the stage list handles type {job.type!r}: nothing claims it")
+    elif stage.quota is not None:
+        reasons.extend(_quota_reason(conn, stage.quota))
+    if job.status == "queued" or reasons:
+        return Waiting(reasons)
+    if older:
+        reasons.append(f"{older} older due job(s) of its group go first")
+    if stage is not None and stage.fair_share == "tenant":
+        reasons.append(
+            "its stage is fair between tenants first (fair_share='tenant'); its group's place"
+            " among all groups is not its place in that order"
+        )
+        return Waiting(reasons)
+    standings = [
+        Standing(int(r["place"]), r["plan"], int(r["served"]), r["oldest_created_at"])
+        for r in conn.execute(
+            query("group_standing"),
+            {"type": job.type, "group_key": job.group_key, "ahead": STANDINGS_SHOWN}
+            | PLANS.claim_params(),
+        ).fetchall()
+    ]
+    if not standings:
+        # Its standing changed between the reads (claimed, paused): nothing to place.
+        return Waiting(reasons or ["its group offers no due job to the claim right now"])
+    own, ahead = standings[0], standings[1:]
+    if own.place:
+        reasons.append(f"{own.place} group(s) stand ahead of its group in the fair order")
+    elif not older:
+        reasons.append(f"it is next: the next claim of type {job.type!r} takes it")
+    return Waiting(reasons, own, ahead)
+
+
+def tenant_job_waiting(conn: Connection, job_id: UUID, tenant_id: str | None) -> list[str]:
+    """Why a tenant's own job has not run, as sentences, judged by this process's stages; empty
+    once it has run or when the tenant has no such job. Other groups are only counted."""
+    jobs = find_jobs(conn, ids=[job_id], tenant_id=tenant_id, limit=1)
+    if not jobs or jobs[0].tenant_id != tenant_id:
+        return []
+    return why_waiting(conn, jobs[0], known_stage(jobs[0].type)).reasons
+
+
+def _now(conn: Connection) -> datetime:
+    row = conn.execute("select now() as now").fetchone()
+    assert row is not None
+    now: datetime = row["now"]
+    return now
+
+
+def _one_count(conn: Connection, name: str, job: JobInfo) -> int:
+    row = conn.execute(
+        query(name),
+        {
+            "type": job.type,
+            "group_key": job.group_key,
+            "tenant_id": job.tenant_id,
+            "lane": job.lane,
+            "created_at": job.created_at,
+            "id": job.id,
+        },
+    ).fetchone()
+    return 0 if row is None else int(row["ahead"])
+
+
+def _lane_reason(conn: Connection, job: JobInfo) -> str:
+    row = conn.execute(
+        query("lane_ahead"),
+        {
+            "tenant_id": job.tenant_id,
+            "lane": job.lane,
+            "created_at": job.created_at,
+            "id": job.id,
+        },
+    ).fetchone()
+    assert row is not None
+    holder = f"; job {row['holder']} holds it" if row["holder"] is not None else ""
+    return f"it waits in lane {job.lane!r} behind {row['ahead']} job(s){holder}"
+
+
+def _quota_reason(conn: Connection, name: str) -> list[str]:
+    try:
+        state = read_quota(conn, name)
+    except UnknownQuota:
+        return [f"its stage spends quota {name!r}, which is not defined (fairqueue quotas define)"]
+    stop = state.stop_reason()
+    if stop is None:
+        return []
+    where = "at its reserve" if stop == "quota_reserve" else "spent"
+    return [
+        f"its stage's quota {name!r} is {where} ({state.remaining} of {state.capacity} left,"
+        f" reserve {state.reserve}) until {state.resets_at:%Y-%m-%d %H:%M:%S %Z}"
+    ]

@@ -1,0 +1,3 @@
+-- The operator's view of jobs across tenants: which match, and where a waiting job's group
+-- stands in the fair order (fairqueue.find_jobs and fairqueue.group_standing).
+-- requires: functions/job_info.sql

@@ -1,0 +1,115 @@
+-- What an operator asks about jobs across tenants: which jobs match (`fairqueue jobs list`), and
+-- where a waiting job's group stands in its type's fair order (`fairqueue jobs show`). Both hand
+-- back ids, tenants, counts and standings, never a payload; the jobs themselves are read again
+-- under each one's tenant clamp.
+
+-- The jobs that match every filter given (null: any), newest first: ids and tenants.
+create or replace function fairqueue.find_jobs_unchecked(
+    p_ids uuid[], p_status text, p_type text, p_tenant_id text, p_group_id text,
+    p_limit integer
+) returns table (id uuid, tenant_id text)
+language sql stable set search_path = pg_catalog, pg_temp
+as $$
+select j.id, j.tenant_id
+  from fairqueue.all_jobs j
+ where (p_ids is null or j.id = any(p_ids))
+   and (p_status is null or j.status = p_status)
+   and (p_type is null or j.type = p_type)
+   and (p_tenant_id is null or j.tenant_id = p_tenant_id)
+   and (p_group_id is null or j.group_id = p_group_id)
+ order by j.created_at desc, j.id desc
+ limit p_limit
+$$;
+
+alter function fairqueue.find_jobs_unchecked(uuid[], text, text, text, text, integer)
+    owner to fairqueue_owner;
+revoke all on function fairqueue.find_jobs_unchecked(uuid[], text, text, text, text, integer)
+    from public, fairqueue_app;
+
+-- The door: checks the arguments, then runs find_jobs_unchecked as the owner.
+create or replace function fairqueue.find_jobs(
+    p_ids uuid[], p_status text, p_type text, p_tenant_id text, p_group_id text,
+    p_limit integer
+) returns table (id uuid, tenant_id text)
+language sql stable security definer set search_path = pg_catalog, pg_temp
+as $$
+select fairqueue.door_argument(p_limit between 1 and 10000,
+    format('find_jobs: limit must be from 1 to 10000, got %s', p_limit));
+select fairqueue.door_argument(
+    p_status is null
+    or p_status in ('queued', 'pending', 'running', 'done', 'failed', 'cancelled'),
+    format('find_jobs: unknown status %L', p_status));
+select * from fairqueue.find_jobs_unchecked(p_ids, p_status, p_type, p_tenant_id, p_group_id,
+                                            p_limit);
+$$;
+
+alter function fairqueue.find_jobs(uuid[], text, text, text, text, integer) owner to fairqueue_owner;
+revoke all on function fairqueue.find_jobs(uuid[], text, text, text, text, integer)
+    from public, fairqueue_app;
+grant execute on function fairqueue.find_jobs(uuid[], text, text, text, text, integer) to fairqueue_app;
+
+-- A group's place in its type's group order (plan priority, fewest served, oldest head) and the
+-- standings of the p_ahead groups just before it, nearest first, the group's own row first of
+-- all. place counts the groups ahead. No row when the group has no due job to offer or is
+-- paused. Plans and served counts only: no key, no id of another group.
+create or replace function fairqueue.group_standing_unchecked(
+    p_type text,
+    p_group_key text,
+    p_plan_names text[],
+    p_plan_priorities integer[],
+    p_default_priority integer,
+    p_ahead integer
+) returns table (place bigint, own boolean, plan text, served bigint,
+                 oldest_created_at timestamptz)
+language sql stable set search_path = pg_catalog, pg_temp
+as $$
+with ranked as (
+    select s.group_key, s.plan, s.n, s.head_created_at,
+           row_number() over (
+               order by coalesce(p_plan_priorities[array_position(p_plan_names, s.plan)],
+                                 p_default_priority) desc,
+                        s.n, s.head_created_at, s.head_id) - 1 as place
+      from fairqueue.served s
+     where s.type = p_type and s.head_id is not null and not s.paused
+), mine as (
+    select r.place from ranked r where r.group_key = p_group_key
+)
+select r.place, r.group_key = p_group_key, r.plan, r.n, r.head_created_at
+  from ranked r, mine m
+ where r.place between m.place - p_ahead and m.place
+ order by r.place desc
+$$;
+
+alter function fairqueue.group_standing_unchecked(text, text, text[], integer[], integer, integer)
+    owner to fairqueue_owner;
+revoke all on function
+    fairqueue.group_standing_unchecked(text, text, text[], integer[], integer, integer)
+    from public, fairqueue_app;
+
+-- The door: checks the arguments, then runs group_standing_unchecked as the owner.
+create or replace function fairqueue.group_standing(
+    p_type text,
+    p_group_key text,
+    p_plan_names text[],
+    p_plan_priorities integer[],
+    p_default_priority integer,
+    p_ahead integer
+) returns table (place bigint, own boolean, plan text, served bigint,
+                 oldest_created_at timestamptz)
+language sql stable security definer set search_path = pg_catalog, pg_temp
+as $$
+select fairqueue.door_argument(p_ahead between 0 and 100,
+    format('group_standing: ahead must be from 0 to 100, got %s', p_ahead));
+select fairqueue.door_argument(
+    cardinality(p_plan_names) = cardinality(p_plan_priorities),
+    'group_standing: one priority per plan name');
+select * from fairqueue.group_standing_unchecked(p_type, p_group_key, p_plan_names,
+                                                 p_plan_priorities, p_default_priority, p_ahead);
+$$;
+
+alter function fairqueue.group_standing(text, text, text[], integer[], integer, integer)
+    owner to fairqueue_owner;
+revoke all on function fairqueue.group_standing(text, text, text[], integer[], integer, integer)
+    from public, fairqueue_app;
+grant execute on function
+    fairqueue.group_standing(text, text, text[], integer[], integer, integer) to fairqueue_app;
