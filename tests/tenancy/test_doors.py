@@ -92,6 +92,10 @@ HOSTILE_CALLS = [
     "select * from fairqueue.find_jobs_unchecked(null, null, null, null, null, 10)",
     "select * from fairqueue.group_standing('served_kind', 'a', '{}', '{}', 0, 101)",
     "select * from fairqueue.group_standing('served_kind', 'a', '{pro}', '{}', 0, 3)",
+    "select * from fairqueue.retry_failed(null, 'a', 'note')",
+    "select * from fairqueue.retry_failed(gen_random_uuid(), '', 'note')",
+    "select * from fairqueue.retry_failed(gen_random_uuid(), 'a', '')",
+    "select * from fairqueue.retry_failed_unchecked(gen_random_uuid(), 'a', 'note')",
     "select * from fairqueue.group_standing_unchecked('served_kind', 'a', '{}', '{}', 0, 3)",
 ]
 

@@ -200,6 +200,7 @@ DOORS = {
     "claim_by_tenant",
     "find_jobs",
     "group_standing",
+    "retry_failed",
 }
 
 

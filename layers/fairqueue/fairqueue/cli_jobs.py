@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -14,9 +14,10 @@ from . import function
 from .cancelling import cancel_job
 from .cli_common import app_connection, count_argument, text_table
 from .db import Connection
-from .errors import FairqueueError
+from .errors import FairqueueError, InvalidPayload
 from .job_info import STATUSES, JobInfo, find_jobs, get_job
 from .results import read_result
+from .retrying import retry_job
 from .stage import Stage
 from .waiting import Waiting, why_waiting
 
@@ -50,6 +51,22 @@ def add_commands(
     )
     p.add_argument("id", type=job_id_argument, nargs="+")
     p.set_defaults(func=cmd_cancel)
+
+    p = verbs.add_parser(
+        "retry",
+        parents=[database],
+        help="run failed jobs again with fresh attempts",
+        description="run failed jobs again with fresh attempts, noted on each row: the ones given"
+        " by id, or with --failed every failed job that --type, --tenant and --group match (up to"
+        " --limit)",
+    )
+    p.add_argument("id", type=job_id_argument, nargs="*")
+    p.add_argument("--failed", action="store_true", help="every failed job that matches")
+    p.add_argument("--type", dest="job_type")
+    p.add_argument("--tenant")
+    p.add_argument("--group")
+    p.add_argument("--limit", type=count_argument, default=100, help="how many (default 100)")
+    p.set_defaults(func=cmd_retry)
 
     p = verbs.add_parser(
         "list", parents=[database], help="jobs newest first", description="jobs newest first"
@@ -111,21 +128,57 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:
-    """Each job in its own transaction: one refused does not keep the others from cancelling."""
-    refused = 0
+    def cancel(conn: Connection, job: JobInfo) -> str:
+        done = cancel_job(conn, job.id, tenant_id=job.tenant_id)
+        extra = [f"{done.refunded} credit(s) refunded"] if done.refunded else []
+        if done.promoted is not None:
+            extra.append(f"job {done.promoted} now holds lane {job.lane!r}")
+        return f"cancelled {job.id}" + "".join(f"; {e}" for e in extra)
+
     with app_connection(args, autocommit=True) as conn:
-        for job_id in args.id:
-            try:
-                job = get_job(conn, job_id)
-                done = cancel_job(conn, job_id, tenant_id=job.tenant_id)
-            except FairqueueError as exc:
-                print(f"fairqueue: {exc}", file=sys.stderr)
-                refused += 1
-                continue
-            extra = [f"{done.refunded} credit(s) refunded"] if done.refunded else []
-            if done.promoted is not None:
-                extra.append(f"job {done.promoted} now holds lane {job.lane!r}")
-            print(f"cancelled {job_id}" + "".join(f"; {e}" for e in extra))
+        return _each_job(conn, args.id, cancel)
+
+
+def cmd_retry(args: argparse.Namespace) -> int:
+    if bool(args.id) == bool(args.failed):
+        raise InvalidPayload(
+            "give the ids of the jobs to retry, or --failed (narrowed by --type, --tenant and"
+            " --group), not both"
+        )
+
+    def retry(conn: Connection, job: JobInfo) -> str:
+        return f"retried {job.id}: {retry_job(conn, job.id, tenant_id=job.tenant_id).status}"
+
+    with app_connection(args, autocommit=True) as conn:
+        if args.failed:
+            failed = find_jobs(
+                conn,
+                status="failed",
+                job_type=args.job_type,
+                tenant_id=args.tenant,
+                group_id=args.group,
+                limit=args.limit,
+            )
+            if not failed:
+                print("no failed job matches")
+            return _each_job(conn, failed, retry)
+        return _each_job(conn, args.id, retry)
+
+
+def _each_job(
+    conn: Connection,
+    jobs: Sequence[UUID | JobInfo],
+    act: Callable[[Connection, JobInfo], str],
+) -> int:
+    """Act on each job in a transaction of its own, so that one refused does not keep the others
+    from going through; each refusal is a line on stderr, and any makes the exit code 2."""
+    refused = 0
+    for job in jobs:
+        try:
+            print(act(conn, get_job(conn, job) if isinstance(job, UUID) else job))
+        except FairqueueError as exc:
+            print(f"fairqueue: {exc}", file=sys.stderr)
+            refused += 1
     return 2 if refused else 0
 
 

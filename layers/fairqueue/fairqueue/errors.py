@@ -76,6 +76,10 @@ class JobNotCancellable(FairqueueError):
     """Only a queued or pending job can be cancelled; this one is running or finished."""
 
 
+class JobNotRetryable(FairqueueError):
+    """Only a failed job can be retried, and not one whose credits or held work went back."""
+
+
 class TenantMismatch(FairqueueError):
     """A transaction clamped to one tenant was asked to work for another."""
 

@@ -138,3 +138,14 @@ update fairqueue.jobs
  where id = %(id)s and tenant_id is not distinct from %(tenant_id)s
    and status in ('queued', 'pending')
 returning status, lane, delta_of;
+
+-- name: job_for_retry
+-- Under the tenant's clamp: what a retry checks first, open or finished.
+select status, type, lane, delta_of, credit_cost, upstream_id, dedupe_key
+  from fairqueue.all_jobs
+ where id = %(id)s and tenant_id is not distinct from %(tenant_id)s;
+
+-- name: retry_failed
+-- A door (sql/functions/retry.sql), inside the caller's clamp: the failed job made ready again.
+select id, lane, delta_of, status
+  from fairqueue.retry_failed(%(id)s, %(tenant_id)s, %(note)s);

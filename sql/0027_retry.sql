@@ -1,0 +1,3 @@
+-- A failed job run again by hand, from the hot table or from finished_jobs
+-- (fairqueue.retry_failed).
+-- requires: functions/retry.sql
