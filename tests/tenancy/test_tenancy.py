@@ -201,6 +201,7 @@ DOORS = {
     "find_jobs",
     "group_standing",
     "retry_failed",
+    "served_groups",
 }
 
 

@@ -149,3 +149,8 @@ select status, type, lane, delta_of, credit_cost, upstream_id, dedupe_key
 -- A door (sql/functions/retry.sql), inside the caller's clamp: the failed job made ready again.
 select id, lane, delta_of, status
   from fairqueue.retry_failed(%(id)s, %(tenant_id)s, %(note)s);
+
+-- name: served_groups
+-- A door (sql/functions/overview.sql): the most served groups, then the least served with due
+-- work waiting.
+select type, group_key, served, waiting, most from fairqueue.served_groups(%(limit)s);

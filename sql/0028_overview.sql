@@ -1,0 +1,3 @@
+-- The most and least served groups across tenants, for `fairqueue top`
+-- (fairqueue.served_groups).
+-- requires: functions/overview.sql
