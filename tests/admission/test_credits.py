@@ -12,6 +12,9 @@ from typing import Any
 import pytest
 
 from fairqueue import Stage, connect
+from fairqueue.cli import main
+from fairqueue.db import Connection
+from fairqueue.errors import InvalidPayload
 from fairqueue.lanes import Admission, InsufficientCredit, add_credits, admit, balance, refund
 from fairqueue.tenancy import tenant_scope
 from support import race
@@ -81,3 +84,36 @@ def test_a_refund_pays_back_once_and_only_its_own_tenant(login: str, conn: Any) 
             assert refund(c, "acme", admitted.job_id, "again") == 0
     assert ledger(conn, "acme") == [("grant", 5), ("debit", -5), ("refund", 5)]
     assert ledger(conn, "globex") == []
+
+
+@pytest.mark.parametrize(
+    ("tenant", "amount", "kind", "message"),
+    [
+        ("acme", -5, "grant", "above 0"),
+        ("acme", 0, "grant", "above 0"),
+        ("acme", 5, "debit", "below 0"),
+        ("acme", 2.5, "grant", "whole number"),
+        ("", 5, "grant", "tenant_id"),
+    ],
+)
+def test_add_credits_refuses_a_bad_amount_or_tenant_and_writes_nothing(
+    conn: Connection, tenant: str, amount: Any, kind: Any, message: str
+) -> None:
+    with pytest.raises(InvalidPayload, match=message):
+        add_credits(conn, tenant, amount, kind=kind)
+    assert conn.execute("select count(*) as n from fairqueue.credits").fetchone() == {"n": 0}
+
+
+def test_cli_grants_credits_and_shows_the_balance(
+    dsn: str, conn: Connection, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["--database-url", dsn, "credits", "grant", "acme", "10", "--note", "trial"]) == 0
+    assert capsys.readouterr().out.strip() == "granted 10 credit(s) to 'acme'; balance 10"
+    assert main(["--database-url", dsn, "credits", "balance", "acme"]) == 0
+    assert capsys.readouterr().out.strip() == "10"
+    assert balance(conn, "acme") == 10
+    with pytest.raises(SystemExit) as exited:
+        main(["--database-url", dsn, "credits", "grant", "acme", "-3"])
+    assert exited.value.code == 2
+    assert main(["--database-url", dsn, "credits", "grant", "", "3"]) == 2
+    assert balance(conn, "acme") == 10

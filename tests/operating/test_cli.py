@@ -7,6 +7,7 @@ import io
 import json
 import os
 import re
+import subprocess
 import sys
 import warnings
 from collections.abc import Iterator
@@ -384,3 +385,22 @@ def test_serve_help_names_every_role(capsys: pytest.CaptureFixture[str]) -> None
     out = capsys.readouterr().out
     for role in ("cron", "worker", "sweeper", "backstop", "api"):
         assert role in out
+
+
+def test_commands_on_the_embedded_database_leave_one_runtime_folder(tmp_path: Path) -> None:
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "XDG_RUNTIME_DIR")} | {
+        "TMPDIR": str(temp)
+    }
+    for command in (["migrate"], ["runs"], ["status"]):
+        done = subprocess.run(
+            [sys.executable, "-m", "fairqueue", *command],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=90,
+        )
+        assert done.returncode == 0, done.stderr
+    assert [p.name for p in temp.glob("fairqueue-xdg-*")] == [f"fairqueue-xdg-{os.getuid()}"]

@@ -10,7 +10,7 @@ import sys
 import threading
 from collections.abc import Sequence
 
-from . import api, cli_groups, cli_jobs, cli_top, cron, function, local, serve
+from . import api, cli_credits, cli_groups, cli_jobs, cli_top, cron, function, local, serve
 from .cli_common import (
     RUN_COLUMNS,
     app_connection,
@@ -200,6 +200,7 @@ def build_parser() -> argparse.ArgumentParser:
     command("plans", "the plans and how they rank").set_defaults(func=cmd_plans)
     cli_jobs.add_commands(command, database, stages_help)
     cli_top.add_commands(command)
+    cli_credits.add_commands(command, database)
     cli_groups.add_commands(command, database)
     return parser
 

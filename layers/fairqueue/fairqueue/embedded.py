@@ -17,8 +17,12 @@ def embedded_dsn(data_dir: Path, *, keep_running: bool = False) -> str:
 
     The server stops when the last process using it exits, unless ``keep_running``.
     """
-    # platformdirs warns when XDG_RUNTIME_DIR is unset (containers, CI); give it a private one.
-    os.environ.setdefault("XDG_RUNTIME_DIR", tempfile.mkdtemp(prefix="fairqueue-xdg-"))
+    # platformdirs warns when XDG_RUNTIME_DIR is unset (containers, CI); give it a private one,
+    # the same one every time, so that commands run one after another leave no folders behind.
+    if not os.environ.get("XDG_RUNTIME_DIR"):
+        runtime = Path(tempfile.gettempdir()) / f"fairqueue-xdg-{os.getuid()}"
+        runtime.mkdir(mode=0o700, exist_ok=True)
+        os.environ["XDG_RUNTIME_DIR"] = str(runtime)
     try:
         import pgserver
     except ImportError as exc:

@@ -192,7 +192,16 @@ def add_credits(
     job_id: UUID | None = None,
     note: str | None = None,
 ) -> bool:
-    """Write a ledger entry; False when the job was already charged."""
+    """Write a ledger entry; False when the job was already charged. A grant adds credits (an
+    amount above 0), a debit takes them (below 0)."""
+    check_label("tenant_id", tenant_id)
+    if isinstance(amount, bool) or not isinstance(amount, int):
+        raise InvalidPayload(f"a credit amount must be a whole number, got {amount!r}")
+    if (kind == "grant" and amount <= 0) or (kind == "debit" and amount >= 0):
+        sign = "above" if kind == "grant" else "below"
+        raise InvalidPayload(f"a {kind} must be an amount {sign} 0, got {amount}")
+    if note is not None:
+        check_label("a ledger note", note)
     with tenant_scope(conn, tenant_id):
         return _ledger(conn, tenant_id, amount, kind=kind, job_id=job_id, note=note)
 

@@ -66,7 +66,10 @@ def read_quota(conn: Connection, name: str) -> QuotaState:
         conn.execute(query("reset_due_quota"), {"name": name})
         row = conn.execute(query("read_quota"), {"name": name}).fetchone()
     if row is None:
-        raise UnknownQuota(f"no quota named {name!r}; create it with define_quota()")
+        raise UnknownQuota(
+            f"no quota named {name!r}: define it with define_quota(), or"
+            f" `fairqueue quotas define {name} --capacity N --period SECONDS`"
+        )
     return _state(row)
 
 
