@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import logging
 import os
 import signal
 import socket
@@ -372,6 +373,19 @@ def test_delete_cancels_a_job_that_has_not_started_refunds_it_and_moves_the_lane
     assert "is cancelled" in again.body["error"]["message"]
     assert balance(app, "acme") == 12 - api_support.COST
     assert [r["kind"] for r in credits(conn)] == ["grant", "debit", "debit", "refund"]
+
+
+def test_each_answered_request_is_one_log_line_with_its_status(
+    server: api.ApiServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.INFO, logger="fairqueue.api"):
+        call(server, "GET", "/jobs?lane=alice")
+        call(server, "GET", f"/jobs/{uuid4()}")
+    requests = [r for r in caplog.records if r.getMessage() == "request"]
+    assert [(r.method, r.path, r.status) for r in requests] == [  # type: ignore[attr-defined]
+        ("GET", "/jobs", 200),
+        ("GET", requests[1].path, 404),  # type: ignore[attr-defined]
+    ]
 
 
 def test_a_second_open_job_with_the_same_dedupe_key_is_a_conflict(

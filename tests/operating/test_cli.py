@@ -404,3 +404,19 @@ def test_commands_on_the_embedded_database_leave_one_runtime_folder(tmp_path: Pa
         )
         assert done.returncode == 0, done.stderr
     assert [p.name for p in temp.glob("fairqueue-xdg-*")] == [f"fairqueue-xdg-{os.getuid()}"]
+
+
+def test_tick_logs_its_run_as_json_lines_on_stderr(
+    dsn: str, conn: Connection, capsys: pytest.CaptureFixture[str]
+) -> None:
+    enqueue(conn, "cli_echo", {})
+    assert main(["--database-url", dsn, "tick", "--stages", STAGES]) == 0
+    captured = capsys.readouterr()
+    json.loads(captured.out)  # stdout holds the answer alone
+    logged = [json.loads(line) for line in captured.err.splitlines() if line.startswith("{")]
+    (run,) = runs(conn)
+    assert [(r["message"], r["run_id"]) for r in logged if r["message"].startswith("run ")] == [
+        ("run opened", str(run["id"])),
+        ("run closed", str(run["id"])),
+    ]
+    assert all(r["service"] == "fairqueue-tick" for r in logged)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -116,6 +117,13 @@ def test_sigterm_finishes_the_job_in_flight_and_gives_back_the_rest(start, conn)
     assert run["summary"]["interrupted"] == "stop requested"
     assert run["summary"]["stages"]["serve_slow"]["given_back"] == 3
     assert run["jobs_done"] == 1
+    # The run's opening and closing are JSON lines, as the functions log them.
+    logged = [json.loads(line) for line in output.splitlines() if line.startswith("{")]
+    opened = [r for r in logged if r["message"] == "run opened"]
+    closed = [r for r in logged if r["message"] == "run closed"]
+    assert [r["run_id"] for r in opened] == [r["run_id"] for r in closed] == [str(run["id"])]
+    assert (closed[0]["stop_reason"], closed[0]["jobs_done"]) == ("time_budget", 1)
+    assert closed[0]["service"] == "fairqueue-serve-cron" and closed[0]["level"] == "INFO"
 
 
 @pytest.mark.parametrize(

@@ -22,6 +22,7 @@ from .cli_common import (
     read_payload,
     resolve_database,
 )
+from .cli_logging import json_logs
 from .db import connect
 from .errors import FairqueueError
 from .jobs import enqueue
@@ -58,6 +59,7 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
 
 
 def cmd_tick(args: argparse.Namespace) -> int:
+    json_logs("fairqueue-tick")
     dsn = migrated_database(args)
     stages = function.load_stages(args.stages)
     cache = function.ConnectionCache(lambda: dsn)
@@ -84,6 +86,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         sys.stderr.flush()
         os._exit(128 + signum)
 
+    json_logs(f"fairqueue-serve-{role}")
     stop_on_signals(stop, "fairqueue serve: finishing the work in flight", abort)
     print(f"fairqueue serve: role {role}", file=sys.stderr, flush=True)
     ok = serve.serve(

@@ -228,6 +228,7 @@ def invocation(
             run_id = open_run(active, trigger, {**(opening_summary or {}), "host": _host()})
         except psycopg.Error as exc:
             raise DatabaseUnavailable(f"cannot open a run row: {exc}") from exc
+        log.info("run opened", extra={"run_id": str(run_id), "trigger": trigger})
         db = RunConnections(active, dsn)
         run = Run(db, stages, run_id=run_id, deadline=deadline, plans=plans, stop=stop)
         try:
@@ -244,6 +245,16 @@ def invocation(
         finally:
             db.close_handler_connections()
             run.close_error = _close(active, dsn, run_id, run.stop_reason, run.tally, run.error)
+            log.info(
+                "run closed" if run.close_error is None else "run left open for the sweeper",
+                extra={
+                    "run_id": str(run_id),
+                    "stop_reason": run.stop_reason,
+                    "jobs_done": run.tally.done,
+                    "jobs_failed": run.tally.failed,
+                    "jobs_deferred": run.tally.deferred,
+                },
+            )
     finally:
         if owned:
             active.close()
