@@ -376,9 +376,14 @@ def test_delete_cancels_a_job_that_has_not_started_refunds_it_and_moves_the_lane
 
 
 def test_each_answered_request_is_one_log_line_with_its_status(
-    server: api.ApiServer, caplog: pytest.LogCaptureFixture
+    dsn: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with caplog.at_level(logging.INFO, logger="fairqueue.api"):
+    # The line is written after the answer is sent: closing the server joins the request
+    # threads, so every line is in before the records are read.
+    with (
+        caplog.at_level(logging.INFO, logger="fairqueue.api"),
+        running(api.ApiServer(("127.0.0.1", 0), dsn, secret=SECRET)) as server,
+    ):
         call(server, "GET", "/jobs?lane=alice")
         call(server, "GET", f"/jobs/{uuid4()}")
     requests = [r for r in caplog.records if r.getMessage() == "request"]
