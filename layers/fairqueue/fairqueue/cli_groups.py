@@ -7,13 +7,14 @@ import argparse
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
-from .cli_common import app_connection, count_argument, text_table
+from .cli_common import app_connection, count_argument, text_table, whole_number_argument
 from .groups import pause_group, resume_group
 from .quotas import QuotaState, define_quota, list_quotas, read_quota
 
 QUOTA_COLUMNS = ("name", "capacity", "remaining", "reserve", "resets_at", "state")
 NO_QUOTAS = "no quotas defined (define_quota in Python, or: fairqueue quotas define NAME ...)"
 STATES = {None: "ok", "quota_reserve": "at reserve", "quota_exhausted": "exhausted"}
+units_argument = whole_number_argument(0)
 
 
 def add_commands(
@@ -48,17 +49,6 @@ def add_commands(
         help="units spending leaves untouched (default 0)",
     )
     p.set_defaults(func=cmd_quotas_define)
-
-
-def units_argument(text: str) -> int:
-    """An argparse type: a whole number of at least zero."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be at least 0, got {value}")
-    return value
 
 
 def _group(group_id: str, tenant_id: str | None) -> str:
