@@ -101,6 +101,20 @@ def test_a_delta_of_a_job_moved_out_of_the_hot_table_is_admitted(app, conn) -> N
     ]
 
 
+def test_lane_history_since_a_time_leaves_out_what_was_admitted_before(app, conn) -> None:
+    before = admit(app, "u1", "analysis", {"doc": "old"}, tenant_id="t")
+    app.commit()
+    conn.execute(
+        "update fairqueue.jobs set created_at = created_at - interval '1 hour' where id = %s",
+        (before.job_id,),
+    )
+    since = conn.execute("select now() - interval '1 minute' as t").fetchone()["t"]
+    after = admit(app, "u2", "analysis", {"doc": "new"}, tenant_id="t")
+    app.commit()
+    assert [j["id"] for j in lane_history(app, "t", "analysis", since=since)] == [after.job_id]
+    assert {j["id"] for j in lane_history(app, "t", "analysis")} == {before.job_id, after.job_id}
+
+
 @pytest.mark.parametrize(
     ("payload", "cost", "error", "message"),
     [

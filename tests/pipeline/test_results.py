@@ -24,6 +24,7 @@ from fairqueue.results import (
     ResultSettings,
     read_result,
     record_worker_result,
+    results_by_writer,
     save_result,
 )
 from fairqueue.status import missing_results
@@ -402,6 +403,19 @@ def test_status_counts_missing_results_by_age(dsn, app, conn) -> None:
         1,
         1,
     )
+
+
+def test_results_by_writer_since_a_time_counts_only_what_was_saved_since(dsn, app, conn) -> None:
+    old, new = (finished_job(dsn, app, stage=NO_HOOK) for _ in range(2))
+    for job_id in (old, new):
+        save_result(app, job_id, {"summary": "x"}, tenant_id="t")
+    conn.execute(
+        "update fairqueue.results set saved_at = saved_at - interval '1 hour' where job_id = %s",
+        (old,),
+    )
+    since = conn.execute("select now() - interval '1 minute' as t").fetchone()["t"]
+    assert results_by_writer(app, "t", NO_HOOK.name, since=since) == {"client": 1}
+    assert results_by_writer(app, "t", NO_HOOK.name) == {"client": 2}
 
 
 @pytest.mark.parametrize(

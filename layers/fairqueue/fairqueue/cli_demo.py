@@ -38,6 +38,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         os.environ["FAIRQUEUE_STAGES"] = args.stages
     with connect(dsn) as conn:
         migrate(conn)
+        # What this invocation shows at the end is what it did, not what earlier ones did.
+        started = conn.execute("select now() as now").fetchone()
+    since: datetime = started["now"] if started else datetime.now().astimezone()
     example = settings().stages == DEFAULT_STAGES
     if example and not args.no_seed:
         # Autocommit: each tenant's jobs are written in a transaction clamped to that tenant.
@@ -62,11 +65,12 @@ def cmd_run(args: argparse.Namespace) -> int:
             return 0
         if drained:
             with connect(dsn, as_app_role=True) as conn:
+                print("\nthe queue now, with what earlier runs left in it:")
                 print_status(conn)
             if example:
                 with connect(dsn, autocommit=True, as_app_role=True) as conn:
-                    print_lanes(conn)
-                    show_results(conn, dsn)
+                    print_lanes(conn, since)
+                    show_results(conn, dsn, since)
             return 0
         _sleep_unless_stopped(args.interval)
 
@@ -88,9 +92,9 @@ def _sleep_unless_stopped(seconds: float) -> None:
     cron.stop_requested.wait(seconds)
 
 
-def show_results(conn: Connection, dsn: str) -> None:
-    """The example's summaries: the watching client saves its results, the backstop rescues
-    the rest once the grace window has passed."""
+def show_results(conn: Connection, dsn: str, since: datetime | None = None) -> None:
+    """The example's summaries saved ``since`` (this invocation's start): the watching client
+    saves its results, the backstop rescues the rest once the grace window has passed."""
     saved = play_clients(conn)
     print(f"\nthe watching client saved {saved} summary results; the others wait for the backstop")
     _sleep_unless_stopped(DEMO_RESULT_GRACE_S + 0.5)
@@ -100,14 +104,15 @@ def show_results(conn: Connection, dsn: str) -> None:
     print("{:<8} {:>7} {:>7}".format("tenant", "client", "worker"))
     owners: list[str | None] = [*TENANTS, None]
     for tenant in owners:
-        counts = results_by_writer(conn, tenant, "summarize")
+        counts = results_by_writer(conn, tenant, "summarize", since=since)
         name = tenant or "(system)"
         print(f"{name:<8} {counts.get('client', 0):>7} {counts.get('worker', 0):>7}")
 
 
-def print_lanes(conn: Connection) -> None:
-    """The example's admitted analyses: each user's clicks ran one at a time, in click order."""
-    rows = [row for tenant in TENANTS for row in lane_history(conn, tenant, "analyze")]
+def print_lanes(conn: Connection, since: datetime | None = None) -> None:
+    """The example's analyses admitted ``since`` (this invocation's start): each user's clicks
+    ran one at a time, in click order."""
+    rows = [row for tenant in TENANTS for row in lane_history(conn, tenant, "analyze", since=since)]
     if not rows:
         return
     origin = min(row["created_at"] for row in rows)

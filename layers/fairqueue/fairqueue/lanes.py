@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Final, Literal
 from uuid import UUID
 
@@ -175,11 +176,14 @@ def lane_jobs(conn: Connection, tenant_id: str | None, lane: str) -> list[dict[s
         return conn.execute(query("lane_jobs"), {"tenant_id": tenant_id, "lane": lane}).fetchall()
 
 
-def lane_history(conn: Connection, tenant_id: str | None, job_type: str) -> list[dict[str, Any]]:
-    """A type's lane jobs of one tenant, finished ones too, lane by lane in admission order."""
+def lane_history(
+    conn: Connection, tenant_id: str | None, job_type: str, *, since: datetime | None = None
+) -> list[dict[str, Any]]:
+    """A type's lane jobs of one tenant, finished ones too, lane by lane in admission order;
+    with ``since``, only those admitted since then."""
     with tenant_scope(conn, tenant_id):
         return conn.execute(
-            query("lane_history"), {"tenant_id": tenant_id, "type": job_type}
+            query("lane_history"), {"tenant_id": tenant_id, "type": job_type, "since": since}
         ).fetchall()
 
 

@@ -12,6 +12,7 @@ in the transaction that marks it fired, from whichever path recorded it.
 from __future__ import annotations
 
 import logging
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
@@ -192,10 +193,13 @@ def finished_without_result(
         ).fetchall()
 
 
-def results_by_writer(conn: Connection, tenant_id: str | None, job_type: str) -> dict[str, int]:
-    """How many of a type's results the client and the worker saved, for one tenant."""
+def results_by_writer(
+    conn: Connection, tenant_id: str | None, job_type: str, *, since: datetime | None = None
+) -> dict[str, int]:
+    """How many of a type's results the client and the worker saved, for one tenant; with
+    ``since``, only those saved since then."""
     with tenant_scope(conn, tenant_id):
         rows = conn.execute(
-            query("results_by_writer"), {"tenant_id": tenant_id, "type": job_type}
+            query("results_by_writer"), {"tenant_id": tenant_id, "type": job_type, "since": since}
         ).fetchall()
     return {row["saved_by"]: int(row["n"]) for row in rows}

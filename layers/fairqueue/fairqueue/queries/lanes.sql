@@ -121,8 +121,10 @@ returning amount;
 select tenant_id, lane from fairqueue.stalled_lanes(%(limit)s);
 
 -- name: lane_history
--- Under the tenant's clamp: a type's first-pass lane jobs, open or finished, in lane order.
+-- Under the tenant's clamp: a type's first-pass lane jobs, open or finished, in lane order;
+-- with since, only those admitted since then.
 select lane, id, payload, status, created_at, locked_at as started_at, finished_at
   from fairqueue.all_jobs
  where tenant_id is not distinct from %(tenant_id)s and type = %(type)s and lane is not null and delta_of is null
+   and (%(since)s::timestamptz is null or created_at >= %(since)s)
  order by lane, created_at, id;

@@ -98,9 +98,11 @@ select id, output
  order by finished_at;
 
 -- name: results_by_writer
--- Under the tenant's clamp: a type's result rows counted by who saved them.
+-- Under the tenant's clamp: a type's result rows counted by who saved them; with since, only
+-- those saved since then.
 select coalesce(saved_by, 'client') as saved_by, count(*) as n
   from fairqueue.results
  where tenant_id is not distinct from %(tenant_id)s and type = %(type)s
+   and (%(since)s::timestamptz is null or saved_at >= %(since)s)
  group by 1
  order by 1;
