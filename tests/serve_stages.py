@@ -33,3 +33,9 @@ STAGES = [
         after_result=slow_hook,
     ),
 ]
+
+# For test_cli_run.py: `fairqueue run` with the user's own stages.
+RUN_STAGES = [
+    Stage("run_quick", handler=lambda job: None, batch=3),
+    Stage("run_sleepy", handler=sleepy, batch=4, concurrency=2),
+]

@@ -4,6 +4,8 @@ invocation lives."""
 
 from __future__ import annotations
 
+import signal
+import threading
 from typing import Any
 
 import psycopg
@@ -138,17 +140,58 @@ def test_a_run_whose_database_went_away_returns_its_result_and_the_sweeper_close
 
 
 @pytest.mark.timeout(60)
-def test_an_aborted_run_closes_its_row_as_an_error_not_as_idle(dsn: str, conn: Connection) -> None:
+def test_an_aborted_run_closes_its_row_as_an_error_and_gives_back_what_never_started(
+    dsn: str, conn: Connection
+) -> None:
     def aborted(_job: Job) -> None:
         # What a second Ctrl-C raises on the main thread, where a stage of one handler at a
         # time runs its handlers.
         raise KeyboardInterrupt
 
-    stage = Stage("run_rows_aborted", handler=aborted)
-    job_id = enqueue(conn, stage.name, {})
+    stage = Stage("run_rows_aborted", batch=3, handler=aborted)
+    first, *rest = [enqueue(conn, stage.name, {"n": n}) for n in range(3)]
     with pytest.raises(KeyboardInterrupt):
         run_pipeline(dsn, [stage])
     (row,) = runs(conn)
     assert (row["stop_reason"], row["error"], row["jobs_done"]) == ("error", ABORTED, 0)
     assert row["finished_at"] is not None
-    assert job(conn, job_id)["status"] == "running"  # left to its lease
+    assert row["summary"]["stages"][stage.name]["given_back"] == 2
+    assert job(conn, first)["status"] == "running"  # its handler started: left to its lease
+    assert [(job(conn, i)["status"], job(conn, i)["attempts"]) for i in rest] == [
+        ("pending", 0)
+    ] * 2
+
+
+@pytest.mark.timeout(60)
+def test_an_abort_does_not_wait_for_handlers_running_on_other_threads(
+    dsn: str, conn: Connection
+) -> None:
+    let_go = threading.Event()
+    started: list[int] = []
+    finished: list[int] = []
+
+    def slow(job: Job) -> None:
+        started.append(job.payload["n"])
+        if len(started) == 2:
+            # Both threads hold a handler: a second Ctrl-C reaches the main thread, which is
+            # waiting for them.
+            signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
+        let_go.wait(30)
+        finished.append(job.payload["n"])
+
+    stage = Stage("run_rows_abort_pool", batch=5, concurrency=2, handler=slow)
+    ids = [enqueue(conn, stage.name, {"n": n}) for n in range(5)]
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run_pipeline(dsn, [stage])
+        assert finished == []  # it returned while both handlers were still running
+    finally:
+        let_go.set()
+    (row,) = runs(conn)
+    assert (row["stop_reason"], row["error"]) == ("error", ABORTED)
+    assert row["summary"]["stages"][stage.name]["given_back"] == 3
+    states = {i: (job(conn, i)["status"], job(conn, i)["attempts"]) for i in ids}
+    running = {i for i, state in states.items() if state == ("running", 1)}
+    pending = {i for i, state in states.items() if state == ("pending", 0)}
+    assert len(running) == 2 and running | pending == set(ids)
+    assert {job(conn, i)["payload"]["n"] for i in running} == set(started)

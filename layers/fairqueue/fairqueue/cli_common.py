@@ -113,16 +113,21 @@ def text_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
 RUN_COLUMNS = ("started", "trigger", "stop_reason", "done", "failed", "deferred", "units", "secs")
 
 
-def print_run_header() -> None:
-    print("{:<19} {:<9} {:<16} {:>5} {:>6} {:>8} {:>5} {:>6}".format(*RUN_COLUMNS))
+def print_run_header(*, open_left: bool = False) -> None:
+    """The runs table's header; ``open_left`` adds the column of jobs the queue still holds."""
+    line = "{:<19} {:<9} {:<16} {:>5} {:>6} {:>8} {:>5} {:>6}".format(*RUN_COLUMNS)
+    print(line + (" {:>6}".format("open") if open_left else ""))
 
 
-def print_run(run: RunRow) -> None:
+def print_run(run: RunRow, open_left: int | None = None) -> None:
+    """One run's row; ``open_left``: the jobs still open in the queue once it closed."""
     seconds = (run.finished_at - run.started_at).total_seconds() if run.finished_at else 0.0
     print(
         f"{run.started_at:%Y-%m-%d %H:%M:%S} {run.trigger:<9} {run.stop_reason or 'open':<16}"
         f" {run.jobs_done:>5} {run.jobs_failed:>6} {run.jobs_deferred:>8} {run.quota_units:>5}"
-        f" {seconds:>6.1f}" + (f"  error: {run.error}" if run.error else "")
+        f" {seconds:>6.1f}"
+        + (f" {open_left:>6}" if open_left is not None else "")
+        + (f"  error: {run.error}" if run.error else "")
     )
 
 

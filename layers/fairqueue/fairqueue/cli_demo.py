@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from datetime import datetime, timedelta
 
 from . import cron, local
@@ -50,7 +51,29 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(f"enqueued the example workload: {seeded} documents (seed {args.seed})")
     handler = local.load_handler(args.handler)
     _stop_on_signals()
-    print_run_header()
+    try:
+        return _drain(args, dsn, handler, since, example=example)
+    except KeyboardInterrupt:
+        # An abort: the run row is closed and the unstarted jobs given back. Handlers still
+        # running on the pool's threads are not waited for (an exit would join them): their
+        # jobs are left to their leases.
+        print("aborted: the jobs whose handlers had started are left to their leases")
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(130)
+
+
+def _drain(
+    args: argparse.Namespace,
+    dsn: str,
+    handler: local.Handler,
+    since: datetime,
+    *,
+    example: bool,
+) -> int:
+    """Invoke the handler until the queue is drained or a stop is requested; a row per run,
+    with the jobs still open in the queue after it (the drain's progress)."""
+    print_run_header(open_left=True)
     while True:
         answer = cron.CronAnswer.model_validate(
             handler(local.scheduled_event(), local.LocalContext())
@@ -58,7 +81,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         with connect(dsn, as_app_role=True) as conn:
             run = get_run(conn, answer.run_id)
             assert run is not None, f"the handler answered with an unknown run {answer.run_id}"
-            print_run(run)
+            print_run(run, open_jobs(conn))
             drained = is_drained(conn)
         if cron.stop_requested.is_set():
             print("stopped: the job in flight finished and its run row is written")

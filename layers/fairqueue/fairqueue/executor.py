@@ -87,9 +87,19 @@ class Executor:
         self.record_with_writes = record_with_writes
         # When each job's handler started (time.monotonic), for the lease keeper.
         self._started: dict[UUID, float] = {}
+        # Set by an abort: no handler starts after it, so what had not started can be given
+        # back while the pool's threads are still running.
+        self._starts_refused = False
+        self._starts = threading.Lock()
 
     def started_at(self, job_id: UUID) -> float | None:
         return self._started.get(job_id)
+
+    def refuse_starts(self, batch: list[claim.ClaimedJob]) -> list[claim.ClaimedJob]:
+        """Start no further handler; the jobs of ``batch`` whose handlers never started."""
+        with self._starts:
+            self._starts_refused = True
+            return [job for job in batch if job.id not in self._started]
 
     def run_handlers(
         self, stage: Stage, batch: list[claim.ClaimedJob]
@@ -110,20 +120,29 @@ class Executor:
                 else:
                     yield job, output, None
             return
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"fq-{stage.name}") as pool:
+        pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"fq-{stage.name}")
+        try:
             futures: dict[Future[Handled], claim.ClaimedJob] = {
                 pool.submit(self.call_handler, stage, job): job for job in batch
             }
             for future in as_completed(futures):
                 error = future.exception()
                 yield futures[future], None if error is not None else future.result(), error
+        except BaseException:
+            # An abort does not wait for the handlers in flight.
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+        pool.shutdown()
 
     def call_handler(self, stage: Stage, claimed: claim.ClaimedJob) -> Handled:
-        if (self.stop is not None and self.stop.is_set()) or self.db.broken:
-            # A run that lost its connection starts no handler whose outcome it could not
-            # record: the job is given back once it has reconnected.
-            raise NotStarted
-        self._started[claimed.id] = time.monotonic()
+        with self._starts:
+            if self._starts_refused or (self.stop is not None and self.stop.is_set()):
+                raise NotStarted
+            if self.db.broken:
+                # A run that lost its connection starts no handler whose outcome it could not
+                # record: the job is given back once it has reconnected.
+                raise NotStarted
+            self._started[claimed.id] = time.monotonic()
         if stage.payload_model is not None:
             stage.payload_model.model_validate(claimed.payload)
         if claimed.awaits_release:

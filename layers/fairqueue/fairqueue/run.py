@@ -37,7 +37,8 @@ log = logging.getLogger("fairqueue.run")
 # Kept back from a Lambda's remaining time so the run row is written before the platform stops.
 DEFAULT_MARGIN_S = 15.0
 ABORTED = (
-    "aborted: a stop request did not wait for the work in flight; its jobs are left to their leases"
+    "aborted: a second stop request did not wait for the work in flight; the jobs whose"
+    " handlers had started are left to their leases, the rest of the batch was given back"
 )
 
 
@@ -150,8 +151,12 @@ class Run:
         bells: list[Doorbell] = []
         failures: list[tuple[claim.ClaimedJob, BaseException]] = []
         not_started: list[claim.ClaimedJob] = []
-        with leases_kept(self.db, self.locked_by, stage, batch, self.executor.started_at):
-            for job, handled, error in self.executor.run_handlers(stage, batch):
+        handlers = self.executor.run_handlers(stage, batch)
+        with (
+            leases_kept(self.db, self.locked_by, stage, batch, self.executor.started_at),
+            self._given_back_on_abort(stage, batch),
+        ):
+            for job, handled, error in handlers:
                 if handled is not None and handled.recorded:
                     recorded.append(job)
                     bells.extend(handled.bells)
@@ -176,6 +181,22 @@ class Run:
                 f"the run's connection was lost ({self.connection_fault}); it reconnected,"
                 " recorded the outcomes of the handlers that had finished, and stopped"
             )
+
+    @contextmanager
+    def _given_back_on_abort(self, stage: Stage, batch: list[claim.ClaimedJob]) -> Iterator[None]:
+        """On an abort (KeyboardInterrupt), give back the jobs whose handlers never started;
+        those that started are left to their leases."""
+        try:
+            yield
+        except KeyboardInterrupt:
+            unstarted = self.executor.refuse_starts(batch)
+            try:
+                self._record(
+                    lambda: self.outcomes.give_back(unstarted, self.tally.stage(stage.name))
+                )
+            except Exception:
+                log.exception("run %s could not give back its unstarted jobs", self.run_id)
+            raise
 
     def _record(self, step: Callable[[], None]) -> None:
         """Record outcomes; when the run's connection is found lost, reconnect (with a backoff)

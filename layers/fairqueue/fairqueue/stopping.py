@@ -3,8 +3,9 @@
 The first SIGINT or SIGTERM asks the work in flight to finish (the job whose handler runs, then
 the run row); the rest of a claimed batch is given back. A second signal, or the first one's
 grace running out (``FAIRQUEUE_STOP_GRACE_S``, 25 s: inside the 30 s most container platforms
-allow between SIGTERM and SIGKILL), aborts at once: the jobs still held are left to their leases
-and an open run row to the sweeper.
+allow between SIGTERM and SIGKILL), aborts at once: ``fairqueue run`` gives back the jobs whose
+handlers had not started and closes its run row as aborted; ``fairqueue serve`` ends the process,
+its open run rows left to the sweeper. Jobs whose handlers had started are left to their leases.
 """
 
 from __future__ import annotations

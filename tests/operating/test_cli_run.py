@@ -1,0 +1,112 @@
+"""`fairqueue run` (what `make run` calls) as a real process, with the user's own stages: a row
+per run with the drain's progress, and an abort that closes the run row and gives back the jobs
+that never started."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import serve_stages  # noqa: F401 - declares the stages' types in this process too
+from fairqueue import enqueue
+from fairqueue.db import Connection
+from fairqueue.run import ABORTED
+
+ROOT = Path(__file__).resolve().parents[2]
+TESTS = ROOT / "tests"
+
+
+def start_run(dsn: str, *extra: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "fairqueue",
+            "run",
+            "--database-url",
+            dsn,
+            "--stages",
+            "serve_stages:RUN_STAGES",
+            "--no-seed",
+            "--interval",
+            "0.2",
+            *extra,
+        ],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(TESTS)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def statuses(conn: Connection) -> dict[str, list[tuple[str, int]]]:
+    rows = conn.execute(
+        "select type, status, attempts from fairqueue.jobs order by type, status"
+    ).fetchall()
+    found: dict[str, list[tuple[str, int]]] = {}
+    for row in rows:
+        found.setdefault(row["type"], []).append((row["status"], row["attempts"]))
+    return found
+
+
+@pytest.mark.timeout(60)
+def test_run_drains_the_users_stages_showing_what_is_left_after_each_run(
+    admin_dsn: str, conn: Connection
+) -> None:
+    # `run` migrates first: it runs as the schema's owner.
+    for n in range(7):
+        enqueue(conn, "run_quick", {"n": n}, tenant_id="t")
+    process = start_run(admin_dsn)
+    output, _ = process.communicate(timeout=45)
+    assert process.returncode == 0, output
+    lines = output.splitlines()
+    header = next(line for line in lines if line.startswith("started"))
+    assert header.split()[-1] == "open"
+    rows = [line.split() for line in lines if line[:4].isdigit()]
+    assert rows and rows[-1][-1] == "0"
+    assert sum(int(row[4]) for row in rows) == 7  # done, across the runs
+    assert statuses(conn) == {"run_quick": [("done", 1)] * 7}
+    assert conn.execute(
+        "select count(*) as n from fairqueue.runs where finished_at is null"
+    ).fetchone() == {"n": 0}
+
+
+@pytest.mark.timeout(60)
+def test_a_second_ctrl_c_aborts_at_once_closing_the_row_and_giving_back_the_unstarted(
+    admin_dsn: str, conn: Connection
+) -> None:
+    for n in range(4):
+        enqueue(conn, "run_sleepy", {"n": n}, tenant_id="t")
+    process = start_run(admin_dsn)
+
+    def running() -> int:
+        row = conn.execute(
+            "select count(*) as n from fairqueue.jobs where status = 'running'"
+        ).fetchone()
+        return int(row["n"]) if row else 0
+
+    # The batch of four is claimed; two handlers start (concurrency 2) and sleep for 30 s.
+    deadline = time.monotonic() + 30
+    while running() < 4 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert running() == 4, "the batch was not claimed"
+    time.sleep(0.5)
+    process.send_signal(signal.SIGINT)
+    time.sleep(0.3)
+    process.send_signal(signal.SIGINT)
+    # Well inside the handlers' 30 s: an abort does not wait for them.
+    output, _ = process.communicate(timeout=20)
+    assert process.returncode == 130, output
+    assert "aborted" in output
+    [run] = conn.execute("select * from fairqueue.runs").fetchall()
+    assert (run["stop_reason"], run["error"]) == ("error", ABORTED)
+    assert run["finished_at"] is not None
+    assert run["summary"]["stages"]["run_sleepy"]["given_back"] == 2
+    assert statuses(conn) == {"run_sleepy": [("pending", 0)] * 2 + [("running", 1)] * 2}
