@@ -61,6 +61,16 @@ def test_migrate_on_a_migrated_database_is_up_to_date(
     assert capsys.readouterr().out.strip() == "up to date"
 
 
+def test_migrate_as_the_application_role_is_one_line_naming_who_can(
+    dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["--database-url", dsn, "migrate"]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.startswith("fairqueue: this login cannot migrate the database")
+    assert "owner or a superuser" in captured.err
+    assert len(captured.err.strip().splitlines()) == 1, captured.err
+
+
 def test_enqueue_prints_the_new_job_id_and_the_row_exists(
     dsn: str, conn: Connection, capsys: pytest.CaptureFixture[str]
 ) -> None:

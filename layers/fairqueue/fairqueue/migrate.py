@@ -24,7 +24,7 @@ import psycopg
 from psycopg import sql
 
 from .db import Connection
-from .errors import SchemaNotMigrated
+from .errors import ConfigurationError, SchemaNotMigrated
 
 _MIGRATION = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
 _DEFINITION = re.compile(r"^[a-z0-9_]+\.sql$")
@@ -94,7 +94,18 @@ def definitions() -> list[Definition]:
 
 def migrate(conn: Connection) -> list[str]:
     """Apply what is missing; returns the names of the files applied. Safe to run twice, or twice
-    at once."""
+    at once. A login that may not create the schema gets ConfigurationError, and nothing
+    changes."""
+    try:
+        return _migrate(conn)
+    except psycopg.errors.InsufficientPrivilege as exc:
+        raise ConfigurationError(
+            f"this login cannot migrate the database ({exc.diag.message_primary}): run"
+            " `fairqueue migrate` as the database's owner or a superuser"
+        ) from None
+
+
+def _migrate(conn: Connection) -> list[str]:
     applied_now: list[str] = []
     by_name = {d.name: d for d in definitions()}
     with conn.transaction():
