@@ -110,3 +110,37 @@ def test_a_second_ctrl_c_aborts_at_once_closing_the_row_and_giving_back_the_unst
     assert run["finished_at"] is not None
     assert run["summary"]["stages"]["run_sleepy"]["given_back"] == 2
     assert statuses(conn) == {"run_sleepy": [("pending", 0)] * 2 + [("running", 1)] * 2}
+
+
+@pytest.mark.timeout(60)
+def test_production_with_the_users_stages_never_loads_the_example(
+    dsn: str, conn: Connection
+) -> None:
+    # The example's stand-in upstream refuses production at import: were the example loaded,
+    # each command would fail.
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(TESTS),
+        "FAIRQUEUE_ENV": "production",
+        "DATABASE_URL": dsn,
+        "FAIRQUEUE_STAGES": "serve_stages:RUN_STAGES",
+    }
+    env.pop("FAIRQUEUE_UPSTREAM_URL", None)
+
+    def fairqueue(*argv: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-m", "fairqueue", *argv],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done.stdout
+
+    job_id = fairqueue("enqueue", "run_quick", '{"n": 1}', "--tenant", "t").strip()
+    fairqueue("tick")
+    shown = dict(line.split(":", 1) for line in fairqueue("jobs", "show", job_id).splitlines())
+    assert shown["status"].strip() == "done"
+    assert statuses(conn) == {"run_quick": [("done", 1)]}
