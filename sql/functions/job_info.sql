@@ -113,3 +113,86 @@ revoke all on function fairqueue.group_standing(text, text, text[], integer[], i
     from public, fairqueue_app;
 grant execute on function
     fairqueue.group_standing(text, text, text[], integer[], integer, integer) to fairqueue_app;
+
+-- The tenant level's place of a waiting job (Stage(fair_share="tenant")): its tenant's place among
+-- the type's tenants, ranked as claim_by_tenant ranks them (plan priority, the fewest served, then
+-- its best group's head), with the standings of the p_ahead tenants just before it; and, on its
+-- own row, how many of its tenant's groups come before its group. Read from the groups' rows, not
+-- from the tenant standings, which only a claim folds.
+create or replace function fairqueue.tenant_standing_unchecked(
+    p_type text,
+    p_group_key text,
+    p_plan_names text[],
+    p_plan_priorities integer[],
+    p_default_priority integer,
+    p_ahead integer
+) returns table (place bigint, own boolean, plan text, served bigint,
+                 oldest_created_at timestamptz, groups_ahead bigint)
+language sql stable set search_path = pg_catalog, pg_temp
+as $$
+with tenants as (
+    select t.tenant_key, t.served, b.plan, b.n as best_n, b.head_created_at, b.head_id
+      from (select s.tenant_key, sum(s.n)::bigint as served
+              from fairqueue.served s
+             where s.type = p_type
+             group by s.tenant_key) t
+      cross join lateral fairqueue.tenant_best_group(p_type, t.tenant_key) b
+), ranked as (
+    select t.tenant_key, t.plan, t.served, t.head_created_at,
+           row_number() over (
+               order by coalesce(p_plan_priorities[array_position(p_plan_names, t.plan)],
+                                 p_default_priority) desc,
+                        t.served, t.best_n, t.head_created_at, t.head_id) - 1 as place
+      from tenants t
+), mine as (
+    select r.place, r.tenant_key from ranked r
+     where r.tenant_key = fairqueue.group_tenant_key(p_group_key)
+), within_tenant as (
+    select count(*) as ahead
+      from fairqueue.served g
+      join fairqueue.served s
+        on s.type = g.type and s.tenant_key = g.tenant_key
+       and s.head_id is not null and not s.paused
+       and (s.n, s.head_created_at, s.head_id) < (g.n, g.head_created_at, g.head_id)
+     where g.type = p_type and g.group_key = p_group_key
+)
+select r.place, r.tenant_key = m.tenant_key, r.plan, r.served, r.head_created_at,
+       case when r.tenant_key = m.tenant_key then (select w.ahead from within_tenant w) end
+  from ranked r, mine m
+ where r.place between m.place - p_ahead and m.place
+ order by r.place desc
+$$;
+
+alter function fairqueue.tenant_standing_unchecked(text, text, text[], integer[], integer, integer)
+    owner to fairqueue_owner;
+revoke all on function
+    fairqueue.tenant_standing_unchecked(text, text, text[], integer[], integer, integer)
+    from public, fairqueue_app;
+
+-- The door: checks the arguments, then runs tenant_standing_unchecked as the owner.
+create or replace function fairqueue.tenant_standing(
+    p_type text,
+    p_group_key text,
+    p_plan_names text[],
+    p_plan_priorities integer[],
+    p_default_priority integer,
+    p_ahead integer
+) returns table (place bigint, own boolean, plan text, served bigint,
+                 oldest_created_at timestamptz, groups_ahead bigint)
+language sql stable security definer set search_path = pg_catalog, pg_temp
+as $$
+select fairqueue.door_argument(p_ahead between 0 and 100,
+    format('tenant_standing: ahead must be from 0 to 100, got %s', p_ahead));
+select fairqueue.door_argument(
+    cardinality(p_plan_names) = cardinality(p_plan_priorities),
+    'tenant_standing: one priority per plan name');
+select * from fairqueue.tenant_standing_unchecked(p_type, p_group_key, p_plan_names,
+                                                  p_plan_priorities, p_default_priority, p_ahead);
+$$;
+
+alter function fairqueue.tenant_standing(text, text, text[], integer[], integer, integer)
+    owner to fairqueue_owner;
+revoke all on function fairqueue.tenant_standing(text, text, text[], integer[], integer, integer)
+    from public, fairqueue_app;
+grant execute on function
+    fairqueue.tenant_standing(text, text, text[], integer[], integer, integer) to fairqueue_app;

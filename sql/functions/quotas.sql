@@ -67,3 +67,37 @@ $$;
 alter function fairqueue.spend_quota(text, bigint) owner to fairqueue_owner;
 revoke all on function fairqueue.spend_quota(text, bigint) from public, fairqueue_app;
 grant execute on function fairqueue.spend_quota(text, bigint) to fairqueue_app;
+
+-- Defines a quota only where none of its name exists: what a stage list that brings its own
+-- quota (the example's search_api) does wherever it runs, never overwriting the capacity,
+-- reserve or period an operator gave it. The same bounds as define_quota. The
+-- name when it was defined now; no row when the quota already existed.
+create or replace function fairqueue.define_quota_if_absent(
+    p_name text,
+    p_capacity bigint,
+    p_reserve bigint,
+    p_period_s double precision
+) returns table (name text)
+language sql security definer set search_path = pg_catalog, pg_temp
+as $$
+select fairqueue.door_argument(p_name <> '' and length(p_name) <= 200,
+    'define_quota_if_absent: the name must be 1 to 200 characters');
+select fairqueue.door_argument(p_capacity >= 0 and p_reserve between 0 and p_capacity,
+    format('define_quota_if_absent: need 0 <= reserve <= capacity, got %s and %s', p_reserve,
+           p_capacity));
+select fairqueue.door_argument(p_period_s > 0 and p_period_s <= 366 * 86400,
+    format('define_quota_if_absent: the period must be over 0 and at most 366 days, got %s s',
+           p_period_s));
+insert into fairqueue.quotas as q (name, capacity, remaining, reserve, period, resets_at)
+values (p_name, p_capacity, p_capacity, p_reserve, p_period_s * interval '1 second',
+        now() + p_period_s * interval '1 second')
+on conflict on constraint quotas_pkey do nothing
+returning q.name;
+$$;
+
+alter function fairqueue.define_quota_if_absent(text, bigint, bigint,
+    double precision) owner to fairqueue_owner;
+revoke all on function fairqueue.define_quota_if_absent(text, bigint, bigint, double precision)
+    from public, fairqueue_app;
+grant execute on function fairqueue.define_quota_if_absent(text, bigint, bigint,
+    double precision) to fairqueue_app;

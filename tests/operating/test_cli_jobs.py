@@ -198,13 +198,39 @@ def test_groups_ahead_in_the_fair_order_are_counted_with_their_standings(
     assert "1 older due job(s) of its group go first" in shown(dsn, capsys, behind)
 
 
-def test_a_tenant_fair_type_does_not_claim_a_place_among_groups(
+def test_a_tenant_fair_type_places_its_tenant_among_tenants_then_its_group(
     dsn: str, conn: Connection, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    job_id = enqueue(conn, "tenant_fair_look", {}, tenant_id="acme")
-    out = shown(dsn, capsys, job_id)
-    assert "fair between tenants first" in out
-    assert "stand ahead" not in out
+    set_plan(conn, "paying", "team")
+    set_plan(conn, "trial", "free")
+    set_plan(conn, "spread", "free")
+    # Two of the trial tenant's jobs ran today (its served count is 2); the spread tenant has
+    # none served but three groups: a tenant's count is the sum of its groups'.
+    for _ in range(2):
+        enqueue(conn, "tenant_fair_look", {}, tenant_id="trial", group_id="busy")
+    run_pipeline(dsn, [jobs_stages.TENANT_FAIR])
+    first = enqueue(conn, "tenant_fair_look", {}, tenant_id="trial", group_id="busy")
+    later = enqueue(conn, "tenant_fair_look", {}, tenant_id="trial", group_id="other")
+    enqueue(conn, "tenant_fair_look", {}, tenant_id="paying", group_id="any")
+    for group in ("a", "b", "c"):
+        enqueue(conn, "tenant_fair_look", {}, tenant_id="spread", group_id=group)
+
+    out = shown(dsn, capsys, first)
+    # team first; then the free tenants, fewest served first.
+    assert "2 tenant(s) stand ahead of its tenant in the fair order" in out
+    table = [line.split() for line in out.splitlines() if line.startswith("  its tenant")]
+    table += [line.split() for line in out.splitlines() if line.startswith("  ahead")]
+    assert [(r[-6], r[-5], r[-4]) for r in table] == [
+        ("3", "free", "2"),
+        ("2", "free", "0"),
+        ("1", "team", "0"),
+    ]
+    # Its other group has served nothing, so within the tenant it comes first: the busy group's
+    # job is behind it, the other group's job is not.
+    assert "1 of its tenant's group(s) stand ahead of its group" in out
+    assert "of its tenant's group(s)" not in shown(dsn, capsys, later)
+    paying = enqueue(conn, "tenant_fair_look", {}, tenant_id="paying", group_id="second")
+    assert "it is next" not in shown(dsn, capsys, paying)
 
 
 def test_show_without_the_stage_list_says_what_it_cannot_tell(

@@ -100,6 +100,19 @@ HOSTILE_CALLS = [
     "select * from fairqueue.retry_failed(gen_random_uuid(), 'a', '')",
     "select * from fairqueue.retry_failed_unchecked(gen_random_uuid(), 'a', 'note')",
     "select * from fairqueue.group_standing_unchecked('served_kind', 'a', '{}', '{}', 0, 3)",
+    "select * from fairqueue.tenant_standing('served_kind', 'a', '{}', '{}', 0, 101)",
+    "select * from fairqueue.tenant_standing('served_kind', 'a', '{pro}', '{}', 0, 3)",
+    "select * from fairqueue.tenant_standing_unchecked('served_kind', 'a', '{}', '{}', 0, 3)",
+    "select * from fairqueue.define_quota_if_absent('', 10, 0, 60)",
+    "select * from fairqueue.define_quota_if_absent('q', 10, 11, 60)",
+    "select * from fairqueue.define_quota_if_absent('q', 10, 0, 0)",
+    "select fairqueue.dev_upstream_hold('', 'analyze', '{}', true)",
+    "select fairqueue.dev_upstream_hold('k', '', '{}', true)",
+    "select fairqueue.dev_upstream_hold('k', 'analyze', '[]', true)",
+    "select fairqueue.dev_upstream_hold('k', 'analyze', '{}', null)",
+    "select fairqueue.dev_upstream_hold_unchecked('k', 'analyze', '{}', true)",
+    "select * from fairqueue.dev_upstream_release('')",
+    "select * from fairqueue.dev_upstream_release_unchecked('k')",
 ]
 
 

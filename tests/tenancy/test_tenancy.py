@@ -200,8 +200,12 @@ DOORS = {
     "claim_by_tenant",
     "find_jobs",
     "group_standing",
+    "tenant_standing",
     "retry_failed",
     "served_groups",
+    "define_quota_if_absent",
+    "dev_upstream_hold",
+    "dev_upstream_release",
 }
 
 

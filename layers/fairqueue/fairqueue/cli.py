@@ -59,9 +59,12 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
 
 
 def cmd_tick(args: argparse.Namespace) -> int:
+    from . import startup  # tick and serve alone prepare their stages' database
+
     json_logs("fairqueue-tick")
     dsn = migrated_database(args)
     stages = function.load_stages(args.stages)
+    startup.prepare(stages, dsn)
     cache = function.ConnectionCache(lambda: dsn)
     event = function.ScheduledEvent.parse(local.scheduled_event())
     try:
@@ -73,10 +76,13 @@ def cmd_tick(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    from . import startup  # tick and serve alone prepare their stages' database
+
     role = args.role or settings().role
     serve.roles_of(role)
     dsn = migrated_database(args)
     stages = function.load_stages(args.stages)
+    startup.prepare(stages, dsn)
     stop = threading.Event()
 
     def abort(signum: int) -> None:

@@ -1,7 +1,7 @@
 """``fairqueue run``: the local loop, and what it shows of the example once drained.
 
 The example is imported here alone, and this module only when ``run`` is the command, so that
-no other command loads the example's stages (production refuses its in-process upstream).
+no other command loads the example's stages (production refuses its development upstream).
 """
 
 from __future__ import annotations

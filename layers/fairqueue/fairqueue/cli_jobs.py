@@ -240,14 +240,15 @@ def _print_waiting(waiting: Waiting | None, job: JobInfo) -> None:
         print(f"  - {reason}")
     if waiting.standing is None:
         return
+    level = waiting.level
     rows = [
-        ("its group", w.place + 1, w.plan or "(none)", w.served, _time(w.oldest_created_at))
+        (f"its {level}", w.place + 1, w.plan or "(none)", w.served, _time(w.oldest_created_at))
         for w in [waiting.standing]
     ] + [
         ("ahead", w.place + 1, w.plan or "(none)", w.served, _time(w.oldest_created_at))
         for w in waiting.ahead
     ]
-    table = text_table(("group", "in line", "plan", "served (day)", "oldest due job"), rows)
+    table = text_table((level, "in line", "plan", "served (day)", "oldest due job"), rows)
     print("\n".join("  " + line for line in table.splitlines()))
 
 

@@ -18,8 +18,15 @@ Read top to bottom, it shows every rule of the pipeline:
 - ``analyze`` is admitted work (``fairqueue.lanes.admit``): a user's clicks are all accepted
   at once, each paying the stage's credits and checked by the analysis service, which holds
   the work; then they run one at a time per user, in the order clicked, each starting its held
-  work when it holds the lane. The service is ``FAIRQUEUE_UPSTREAM_URL`` when set, else an
-  in-process stand-in that production refuses.
+  work when it holds the lane. The service is ``FAIRQUEUE_UPSTREAM_URL`` when set, else a
+  stand-in that keeps the held work in the database (``fairqueue.dev_upstream``), so what one
+  process admitted another starts; production refuses it.
+
+The example brings its own quota: ``prepare_database`` defines ``search_api`` unless it exists
+(an operator's definition is kept). ``fairqueue tick`` and ``fairqueue serve`` call it when
+these are their stages, seeding does, and so does ``ingest`` in the transaction that asks for a
+``search``, which is what reaches the deployed functions: they have no start-up that touches
+the database.
 
 Everything a handler does follows from its payload, and ``seed_workload`` draws payloads from
 a seeded generator, so a run with the same seed does the same work.
@@ -29,26 +36,35 @@ from __future__ import annotations
 
 import logging
 import random
+import threading
 from datetime import timedelta
 from typing import Any
 
 from pydantic import BaseModel, Field
 
 from .db import Connection
+from .dev_upstream import DatabaseUpstream, bind_stages
 from .errors import ConfigurationError, UpstreamRejected
 from .jobs import enqueue
 from .lanes import add_credits, admit
 from .plans import set_plan
-from .quotas import define_quota
+from .quotas import define_quota_if_absent
 from .results import finished_without_result, save_result
 from .settings import settings
 from .stage import Job, Stage
 from .status import open_jobs
-from .upstream import InProcessUpstream, Upstream, upstream_from_env
+from .upstream import Upstream, upstream_from_env
 
 log = logging.getLogger("fairqueue.example")
 
 SEARCH_QUOTA = "search_api"
+# The example's quota where nobody defined it: small and quick to reset, so a demo shows the
+# reserve and the deferrals within a minute.
+SEARCH_QUOTA_CAPACITY = 32
+SEARCH_QUOTA_PERIOD = timedelta(seconds=20)
+SEARCH_QUOTA_RESERVE = 5
+# Set once this process has seen the quota defined by someone else: committed, so it stays.
+_quota_found = threading.Event()
 
 
 class TransientError(Exception):
@@ -93,6 +109,11 @@ def ingest(job: Job) -> None:
     if job.attempts <= payload.failures_before_success:
         raise TransientError(f"{payload.doc}: upstream timed out on attempt {job.attempts}")
     results = sum(map(ord, payload.doc)) % 4
+    # The search asked for here spends search_api: wherever this runs (a deployed function
+    # too), the quota exists once the search does, committed with it. Once it is seen to exist
+    # already, this process stops asking (and stops opening the job's transaction).
+    if not _quota_found.is_set() and job.conn is not None and not prepare_database(job.conn):
+        _quota_found.set()
     job.enqueue("search", {"doc": payload.doc, "results": results}, dedupe_key=f"search:{job.id}")
 
 
@@ -160,7 +181,22 @@ def check_analysis(job_type: str, payload: dict[str, Any]) -> None:
 def analysis_service() -> Upstream:
     if settings().upstream_url:
         return upstream_from_env()
-    return InProcessUpstream(validate=check_analysis)
+    return DatabaseUpstream(validate=check_analysis)
+
+
+def prepare_database(conn: Connection) -> bool:
+    """What the example needs in the database before its stages run: its quota, unless it
+    is defined already. Whether it was defined now."""
+    defined = define_quota_if_absent(
+        conn,
+        SEARCH_QUOTA,
+        capacity=SEARCH_QUOTA_CAPACITY,
+        period=SEARCH_QUOTA_PERIOD,
+        reserve=SEARCH_QUOTA_RESERVE,
+    )
+    if defined:
+        log.info("defined the example's quota %s", SEARCH_QUOTA)
+    return defined
 
 
 def analyze(job: Job) -> None:
@@ -236,12 +272,14 @@ def seed_workload(
     *,
     seed: int = 7,
     documents: int = 60,
-    quota_capacity: int = 32,
-    quota_period: timedelta = timedelta(seconds=20),
-    quota_reserve: int = 5,
+    quota_capacity: int = SEARCH_QUOTA_CAPACITY,
+    quota_period: timedelta = SEARCH_QUOTA_PERIOD,
+    quota_reserve: int = SEARCH_QUOTA_RESERVE,
 ) -> int:
     """Enqueue the example workload if the queue holds no open work; returns the documents
-    enqueued (the users' admitted analyses come on top).
+    enqueued (the users' admitted analyses come on top). The quota is defined with the given
+    figures only where none exists: an operator's is kept. The development upstream keeps the
+    analyses' held work in the connection's database.
 
     Needs an autocommit connection: the workload spans tenants, and one transaction works for
     one tenant.
@@ -250,12 +288,13 @@ def seed_workload(
         raise ConfigurationError(
             "seed_workload needs an autocommit connection (it writes for many tenants)"
         )
+    define_quota_if_absent(
+        conn, SEARCH_QUOTA, capacity=quota_capacity, period=quota_period, reserve=quota_reserve
+    )
+    bind_stages(STAGES, conn)
     if open_jobs(conn) > 0:
         return 0
     rng = random.Random(seed)  # noqa: S311 - a reproducible demo, not a secret
-    define_quota(
-        conn, SEARCH_QUOTA, capacity=quota_capacity, period=quota_period, reserve=quota_reserve
-    )
     for tenant, plan in TENANTS.items():
         set_plan(conn, tenant, plan)
     for tenant in TENANTS:

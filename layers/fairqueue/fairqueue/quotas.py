@@ -40,6 +40,22 @@ def define_quota(
     conn: Connection, name: str, *, capacity: int, period: timedelta, reserve: int = 0
 ) -> None:
     """Create a quota full, or change its capacity, reserve and period (remaining is kept)."""
+    conn.execute(query("define_quota"), _definition(name, capacity, period, reserve))
+
+
+def define_quota_if_absent(
+    conn: Connection, name: str, *, capacity: int, period: timedelta, reserve: int = 0
+) -> bool:
+    """Create a quota full unless one of that name exists, which is kept as it is (a stage list
+    that brings its own quota never overwrites an operator's); whether it was created now."""
+    row = conn.execute(
+        query("define_quota_if_absent"), _definition(name, capacity, period, reserve)
+    ).fetchone()
+    return row is not None
+
+
+def _definition(name: str, capacity: int, period: timedelta, reserve: int) -> dict[str, Any]:
+    """A quota's definition checked, as the doors' parameters."""
     check_label("a quota's name", name, required=True)
     if capacity < 0 or reserve < 0 or reserve > capacity:
         raise ConfigurationError(
@@ -49,15 +65,12 @@ def define_quota(
         raise ConfigurationError(
             f"quota {name!r}: the period must be over 0 and at most 366 days, got {period}"
         )
-    conn.execute(
-        query("define_quota"),
-        {
-            "name": name,
-            "capacity": capacity,
-            "reserve": reserve,
-            "period_s": period.total_seconds(),
-        },
-    )
+    return {
+        "name": name,
+        "capacity": capacity,
+        "reserve": reserve,
+        "period_s": period.total_seconds(),
+    }
 
 
 def read_quota(conn: Connection, name: str) -> QuotaState:

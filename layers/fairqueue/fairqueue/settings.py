@@ -70,7 +70,7 @@ class Settings(BaseSettings):
         **_var(
             "FAIRQUEUE_ENV",
             "`production` refuses the embedded database, in-memory doorbells and the "
-            "in-process upstream",
+            "development upstreams (in-process and in-database)",
         ),
     )
 

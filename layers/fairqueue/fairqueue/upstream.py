@@ -5,8 +5,10 @@ lane's lock: the service validates everything and starts nothing, so its errors 
 errors. ``release`` starts the work once the job holds its lane. Release must be idempotent:
 the same id may be released again after a crash between the call and its record.
 
-Adapters: ``HttpUpstream`` (the service speaks the small JSON protocol below) and
-``InProcessUpstream`` for development and tests, which ``FAIRQUEUE_ENV=production`` refuses.
+Adapters: ``HttpUpstream`` (the service speaks the small JSON protocol below);
+``fairqueue.dev_upstream.DatabaseUpstream``, a development stand-in whose held work is kept in
+the database, so every process on it shares it; and ``InProcessUpstream``, held work in one
+process's memory, for tests. ``FAIRQUEUE_ENV=production`` refuses both stand-ins.
 
 HTTP protocol, relative to the base URL:
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Final
+from typing import Any, Final, Literal
 from uuid import UUID
 
 from .db import Connection
@@ -34,12 +34,14 @@ class Standing:
 
 @dataclass(frozen=True)
 class Waiting:
-    """The reasons, as sentences, and where the job's group stands with the groups just ahead
-    of it (nearest first), when it offers a due job to the claim."""
+    """The reasons, as sentences, and where the job stands with those just ahead of it
+    (nearest first), when it offers a due job to the claim: its group among groups, or, for a
+    stage fair between tenants first (``level`` "tenant"), its tenant among tenants."""
 
     reasons: list[str]
     standing: Standing | None = None
     ahead: list[Standing] = field(default_factory=list)
+    level: Literal["group", "tenant"] = "group"
 
 
 def why_waiting(conn: Connection, job: JobInfo, stage: Stage | None) -> Waiting:
@@ -68,28 +70,53 @@ def why_waiting(conn: Connection, job: JobInfo, stage: Stage | None) -> Waiting:
     if older:
         reasons.append(f"{older} older due job(s) of its group go first")
     if stage is not None and stage.fair_share == "tenant":
-        reasons.append(
-            "its stage is fair between tenants first (fair_share='tenant'); its group's place"
-            " among all groups is not its place in that order"
-        )
-        return Waiting(reasons)
-    standings = [
-        Standing(int(r["place"]), r["plan"], int(r["served"]), r["oldest_created_at"])
-        for r in conn.execute(
-            query("group_standing"),
-            {"type": job.type, "group_key": job.group_key, "ahead": STANDINGS_SHOWN}
-            | PLANS.claim_params(),
-        ).fetchall()
-    ]
-    if not standings:
+        return _tenant_place(conn, job, reasons, older)
+    rows = _standing_rows(conn, "group_standing", job)
+    if not rows:
         # Its standing changed between the reads (claimed, paused): nothing to place.
         return Waiting(reasons or ["its group offers no due job to the claim right now"])
-    own, ahead = standings[0], standings[1:]
+    own, ahead = _standings(rows)
     if own.place:
         reasons.append(f"{own.place} group(s) stand ahead of its group in the fair order")
     elif not older:
         reasons.append(f"it is next: the next claim of type {job.type!r} takes it")
     return Waiting(reasons, own, ahead)
+
+
+def _tenant_place(conn: Connection, job: JobInfo, reasons: list[str], older: int) -> Waiting:
+    """A stage fair between tenants first: its tenant's place among tenants, then its group's
+    among its tenant's groups."""
+    rows = _standing_rows(conn, "tenant_standing", job)
+    if not rows:
+        return Waiting(reasons or ["its group offers no due job to the claim right now"])
+    own, ahead = _standings(rows)
+    groups_ahead = int(rows[0]["groups_ahead"] or 0)
+    if own.place:
+        reasons.append(
+            f"{own.place} tenant(s) stand ahead of its tenant in the fair order (its stage is"
+            " fair between tenants first)"
+        )
+    if groups_ahead:
+        reasons.append(f"{groups_ahead} of its tenant's group(s) stand ahead of its group")
+    if not (own.place or groups_ahead or older):
+        reasons.append(f"it is next: the next claim of type {job.type!r} takes it")
+    return Waiting(reasons, own, ahead, level="tenant")
+
+
+def _standing_rows(conn: Connection, name: str, job: JobInfo) -> list[dict[str, Any]]:
+    return conn.execute(
+        query(name),
+        {"type": job.type, "group_key": job.group_key, "ahead": STANDINGS_SHOWN}
+        | PLANS.claim_params(),
+    ).fetchall()
+
+
+def _standings(rows: list[dict[str, Any]]) -> tuple[Standing, list[Standing]]:
+    """The door's rows, own first, as standings: its own and those ahead, nearest first."""
+    standings = [
+        Standing(int(r["place"]), r["plan"], int(r["served"]), r["oldest_created_at"]) for r in rows
+    ]
+    return standings[0], standings[1:]
 
 
 def tenant_job_waiting(conn: Connection, job_id: UUID, tenant_id: str | None) -> list[str]:

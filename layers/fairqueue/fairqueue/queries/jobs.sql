@@ -124,6 +124,14 @@ select place, own, plan, served, oldest_created_at
   from fairqueue.group_standing(%(type)s, %(group_key)s, %(plan_names)s, %(plan_priorities)s,
                                 %(default_priority)s, %(ahead)s);
 
+-- name: tenant_standing
+-- A door (sql/functions/job_info.sql): for a stage fair between tenants first, the tenant's place
+-- in its type's order of tenants and the standings of the tenants just ahead, own row first, which
+-- also says how many of the tenant's groups stand before the job's group.
+select place, own, plan, served, oldest_created_at, groups_ahead
+  from fairqueue.tenant_standing(%(type)s, %(group_key)s, %(plan_names)s, %(plan_priorities)s,
+                                 %(default_priority)s, %(ahead)s);
+
 -- name: job_status
 -- Under the tenant's clamp: where a job stands, open or finished.
 select status, lane, delta_of

@@ -4,6 +4,11 @@
 select name
   from fairqueue.define_quota(%(name)s, %(capacity)s, %(reserve)s, %(period_s)s);
 
+-- name: define_quota_if_absent
+-- A row when the quota was defined now, none when one of that name already existed.
+select name
+  from fairqueue.define_quota_if_absent(%(name)s, %(capacity)s, %(reserve)s, %(period_s)s);
+
 -- name: reset_due_quota
 select fairqueue.reset_due_quota(%(name)s);
 

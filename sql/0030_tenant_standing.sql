@@ -1,0 +1,3 @@
+-- Where a waiting job of a stage fair between tenants first stands: its tenant's place among the
+-- type's tenants and its group's among its tenant's groups (fairqueue.tenant_standing).
+-- requires: functions/job_info.sql
