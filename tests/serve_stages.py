@@ -1,6 +1,8 @@
 """Stages for test_serve.py, loaded by the `fairqueue serve` subprocess (FAIRQUEUE_STAGES)."""
 
+import os
 import time
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -14,6 +16,11 @@ def slow(job: Job) -> None:
 
 
 def sleepy(job: Job) -> None:
+    # A test waits for these marks to know the handler runs (a claimed job's status says
+    # running before its handler starts).
+    started = os.environ.get("TEST_HANDLERS_STARTED_DIR")
+    if started:
+        (Path(started) / str(job.id)).touch()
     time.sleep(30.0)
 
 

@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 TESTS = ROOT / "tests"
 
 
-def start_run(dsn: str, *extra: str) -> subprocess.Popen[str]:
+def start_run(dsn: str, *extra: str, started: Path | None = None) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [
             sys.executable,
@@ -39,7 +39,11 @@ def start_run(dsn: str, *extra: str) -> subprocess.Popen[str]:
             *extra,
         ],
         cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(TESTS)},
+        env={
+            **os.environ,
+            "PYTHONPATH": str(TESTS),
+            **({"TEST_HANDLERS_STARTED_DIR": str(started)} if started else {}),
+        },
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -80,24 +84,16 @@ def test_run_drains_the_users_stages_showing_what_is_left_after_each_run(
 
 @pytest.mark.timeout(60)
 def test_a_second_ctrl_c_aborts_at_once_closing_the_row_and_giving_back_the_unstarted(
-    admin_dsn: str, conn: Connection
+    admin_dsn: str, conn: Connection, tmp_path: Path
 ) -> None:
     for n in range(4):
         enqueue(conn, "run_sleepy", {"n": n}, tenant_id="t")
-    process = start_run(admin_dsn)
-
-    def running() -> int:
-        row = conn.execute(
-            "select count(*) as n from fairqueue.jobs where status = 'running'"
-        ).fetchone()
-        return int(row["n"]) if row else 0
-
-    # The batch of four is claimed; two handlers start (concurrency 2) and sleep for 30 s.
+    process = start_run(admin_dsn, started=tmp_path)
+    # Two handlers start (concurrency 2) and sleep for 30 s; the other two jobs wait.
     deadline = time.monotonic() + 30
-    while running() < 4 and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert running() == 4, "the batch was not claimed"
-    time.sleep(0.5)
+    while len(list(tmp_path.iterdir())) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(list(tmp_path.iterdir())) == 2, "the two handlers did not start"
     process.send_signal(signal.SIGINT)
     time.sleep(0.3)
     process.send_signal(signal.SIGINT)

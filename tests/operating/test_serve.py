@@ -130,11 +130,11 @@ def test_sigterm_finishes_the_job_in_flight_and_gives_back_the_rest(start, conn)
     ("second_signal", "grace"), [(True, "60"), (False, "1")], ids=["second_sigterm", "grace"]
 )
 def test_a_stop_that_would_wait_too_long_aborts_and_leaves_the_job_to_its_lease(
-    start, conn, second_signal: bool, grace: str
+    start, conn, tmp_path: Path, second_signal: bool, grace: str
 ) -> None:
     job_id = enqueue(conn, "serve_sleepy", {}, tenant_id="t")
-    process = start("cron", FAIRQUEUE_STOP_GRACE_S=grace)
-    wait_for(lambda: status(conn, job_id) == ("running", 1))
+    process = start("cron", FAIRQUEUE_STOP_GRACE_S=grace, TEST_HANDLERS_STARTED_DIR=str(tmp_path))
+    wait_for(lambda: (tmp_path / str(job_id)).exists())
     process.send_signal(signal.SIGTERM)
     if second_signal:
         time.sleep(0.3)
