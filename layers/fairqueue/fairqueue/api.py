@@ -25,7 +25,6 @@ from urllib.parse import urlencode
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 
 from psycopg.conninfo import conninfo_to_dict
-from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from .api_auth import (
@@ -67,7 +66,14 @@ from .api_routes import (
     route_of,
 )
 from .api_wsgi import http_api_event, reply_of, wsgi_app
-from .db import Connection, FairqueueConnection, resolve_dsn, work_as_app_role
+from .db import (
+    Connection,
+    FairqueueConnection,
+    connection_options,
+    is_pooled,
+    resolve_dsn,
+    work_as_app_role,
+)
 from .errors import ConfigurationError, DatabaseUnavailable
 from .settings import settings_of
 from .stage import Stage
@@ -225,7 +231,7 @@ class ApiConnections:
 
     def __init__(self, dsn: str | None, size: int) -> None:
         target = resolve_dsn(dsn)
-        settings: dict[str, Any] = {"autocommit": True, "row_factory": dict_row}
+        settings: dict[str, Any] = {"autocommit": True, **connection_options(pooled=is_pooled())}
         if "application_name" not in conninfo_to_dict(target):
             settings["application_name"] = "fairqueue-api"
         # Failed connection attempts counted when the pool last opened one.
@@ -245,7 +251,7 @@ class ApiConnections:
         self.pool.open(wait=False)
 
     def _configure(self, conn: FairqueueConnection) -> None:
-        work_as_app_role(conn)
+        work_as_app_role(conn, pooled=is_pooled())
         self._failures_at_connect = self._failures()
 
     @contextmanager

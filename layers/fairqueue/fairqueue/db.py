@@ -71,7 +71,11 @@ def resolve_dsn(dsn: str | None = None) -> str:
 
 
 def connect(
-    dsn: str | None = None, *, autocommit: bool = False, as_app_role: bool = False
+    dsn: str | None = None,
+    *,
+    autocommit: bool = False,
+    as_app_role: bool = False,
+    pooled: bool | None = None,
 ) -> FairqueueConnection:
     """Open a psycopg connection whose rows are dicts.
 
@@ -81,15 +85,22 @@ def connect(
     With ``as_app_role`` (every connection the library opens for itself), a login that
     row-level security does not hold works as ``fairqueue_app`` when it may become it; see
     :func:`work_as_app_role`.
+
+    ``pooled``: whether the connection goes through a transaction pooler, which leaves no state
+    in the session (see :func:`connection_options`); by default, whether ``FAIRQUEUE_POOLER`` is
+    ``transaction``.
     """
     target = resolve_dsn(dsn)
+    through_pooler = is_pooled() if pooled is None else pooled
     try:
-        conn = FairqueueConnection.connect(target, autocommit=autocommit, row_factory=dict_row)
+        conn = FairqueueConnection.connect(
+            target, autocommit=autocommit, **connection_options(pooled=through_pooler)
+        )
     except psycopg.OperationalError as exc:
         raise DatabaseUnavailable(f"cannot reach the database: {_first_line(exc)}") from exc
     if as_app_role:
         try:
-            work_as_app_role(conn)
+            work_as_app_role(conn, pooled=through_pooler)
             if not autocommit:
                 # The check's own transaction ends here, so the caller's block starts clean
                 # and a later rollback cannot undo the role.
@@ -100,7 +111,22 @@ def connect(
     return conn
 
 
-def work_as_app_role(conn: Connection) -> None:
+def is_pooled() -> bool:
+    """Whether a transaction pooler is in front of the database (``FAIRQUEUE_POOLER``)."""
+    return settings().pooler == "transaction"
+
+
+def connection_options(*, pooled: bool) -> dict[str, Any]:
+    """What every connection the library opens is made with: dict rows, and through a
+    transaction pooler no server-side prepared statements (psycopg prepares a statement after
+    five runs; the next transaction may land on a backend that lacks it, or has it already)."""
+    options: dict[str, Any] = {"row_factory": dict_row}
+    if pooled:
+        options["prepare_threshold"] = None
+    return options
+
+
+def work_as_app_role(conn: Connection, *, pooled: bool = False) -> None:
     """Make a login that bypasses row-level security (a superuser, a ``BYPASSRLS`` role) work
     as ``fairqueue_app`` for the rest of the session, when it may become it, so the policies
     hold for the library's own statements whatever the login. A login the policies already
@@ -108,11 +134,19 @@ def work_as_app_role(conn: Connection) -> None:
 
     A bypassing login that cannot become the application role is refused under
     ``FAIRQUEUE_ENV=production`` (the tenant predicates of the library's statements would be
-    the only wall); elsewhere it is a warning.
+    the only wall); elsewhere it is a warning. Through a transaction pooler (``pooled``) a
+    bypassing login is refused: ``SET ROLE`` would hold for one backend, not for the session.
     """
     row = conn.execute(query("login_role"), {"role": APP_ROLE}).fetchone()
     if row is None or not row["bypasses_rls"] or row["is_app_role"]:
         return
+    if pooled:
+        raise ConfigurationError(
+            f"the database login {row['login']!r} bypasses row-level security; through a"
+            f" transaction pooler (FAIRQUEUE_POOLER=transaction) the library cannot become"
+            f" {APP_ROLE} for the session: log in as a member of {APP_ROLE} (docs/tenancy.md,"
+            " Roles)"
+        )
     if row["can_become"]:
         conn.execute(query("become_app_role"))
         return

@@ -39,7 +39,7 @@ from .db import connect
 from .doorbell import Doorbell, DoorbellAdapter
 from .doorbell_sqs import SQS_BATCH_LIMIT, SqsDoorbells
 from .errors import ConfigurationError, InvalidDoorbell
-from .settings import DoorbellChoice, Settings, settings_of
+from .settings import DoorbellChoice, Settings, settings, settings_of
 
 __all__ = [
     "ADAPTERS",
@@ -110,6 +110,21 @@ class PostgresDoorbells:
         """The connection is the caller's: nothing to release."""
 
 
+def listen_dsn(dsn: str) -> str:
+    """Where the Postgres doorbells LISTEN: ``FAIRQUEUE_LISTEN_DATABASE_URL`` when set, else
+    ``dsn``. A transaction pooler hands each transaction to any backend, so a ``LISTEN`` through
+    it hears nothing: behind one (``FAIRQUEUE_POOLER=transaction``) the direct URL is required."""
+    config = settings()
+    if config.listen_database_url:
+        return config.listen_database_url
+    if config.pooler == "transaction":
+        raise ConfigurationError(
+            "the Postgres doorbells LISTEN on a session of their own, which a transaction pooler"
+            " does not keep: set FAIRQUEUE_LISTEN_DATABASE_URL to a direct connection"
+        )
+    return dsn
+
+
 class PostgresListener:
     """A connection of its own that LISTENs for doorbells from the moment it is made.
 
@@ -126,7 +141,7 @@ class PostgresListener:
 
     def __init__(self, dsn: str, *, channel: str = CHANNEL) -> None:
         self.channel = channel
-        self._conn = connect(dsn, autocommit=True, as_app_role=True)
+        self._conn = connect(listen_dsn(dsn), autocommit=True, as_app_role=True, pooled=False)
         try:
             self._conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
         except BaseException:

@@ -30,6 +30,7 @@ from .errors import ConfigurationError
 DEFAULT_STAGES: Final = "fairqueue.example:STAGES"
 
 DoorbellChoice = Literal["sqs", "postgres", "memory"]
+Pooler = Literal["none", "transaction"]
 Role = Literal["cron", "worker", "sweeper", "backstop", "all", "api"]
 
 
@@ -63,6 +64,24 @@ class Settings(BaseSettings):
             "DATABASE_SECRET_ARN",
             "on Lambda: a Secrets Manager secret holding a connection string or an RDS-style "
             "JSON secret (host, port, username, password, dbname; TLS required)",
+        ),
+    )
+    pooler: Pooler = Field(
+        default="none",
+        **_var(
+            "FAIRQUEUE_POOLER",
+            "`transaction` when a transaction pooler (RDS Proxy, PgBouncer in transaction mode)"
+            " is in front of the database: no server-side prepared statements, a login that"
+            " needs `SET ROLE` is refused, and the Postgres doorbells listen on"
+            " `FAIRQUEUE_LISTEN_DATABASE_URL`",
+        ),
+    )
+    listen_database_url: str | None = Field(
+        default=None,
+        **_var(
+            "FAIRQUEUE_LISTEN_DATABASE_URL",
+            "a direct connection (not through a pooler) for the Postgres doorbells' `LISTEN`;"
+            " unset means the connection they were given",
         ),
     )
     env: str = Field(
