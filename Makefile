@@ -20,8 +20,16 @@ $(STAMP): pyproject.toml
 run: install
 	$(BIN)/fairqueue run --handler functions/cron.py:handler
 
+# The suite's second, pooled run (tests/pooler.py): what a pooler in transaction mode changes
+# for the library, where PgBouncer is installed.
+POOLED_TESTS := tests/order tests/pipeline tests/tenancy tests/admission/test_lanes.py \
+	tests/delivery tests/faults tests/operating/test_pooler.py
+
 test: install
 	$(BIN)/pytest
+	@if $(BIN)/python tests/pooler.py; then \
+		FAIRQUEUE_TEST_POOLER=pgbouncer $(BIN)/pytest $(POOLED_TESTS); \
+	fi
 
 lint: install
 	$(BIN)/ruff check .

@@ -18,6 +18,7 @@ import pytest
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
+import pooler as pooler_support
 from fairqueue.db import Connection, connect
 from fairqueue.embedded import embedded_dsn
 from fairqueue.migrate import migrate
@@ -82,11 +83,43 @@ def admin_dsn(server_dsn: str, template_db: str) -> Iterator[str]:
         admin.execute(sql.SQL("drop database if exists {} (force)").format(sql.Identifier(name)))
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """In the pooled run, the tests of faults the pooler hides from its clients are skipped,
+    with their reason."""
+    if not pooler_support.wanted():
+        return
+    for item in items:
+        marker = item.get_closest_marker("direct_only")
+        if marker is not None:
+            reason = marker.args[0] if marker.args else "needs a direct connection"
+            item.add_marker(pytest.mark.skip(reason=f"through a pooler: {reason}"))
+
+
+@pytest.fixture(scope="session")
+def pooler(server_dsn: str) -> Iterator[tuple[str, int] | None]:
+    """The PgBouncer of the pooled run (tests/pooler.py), or None in the direct run."""
+    if not pooler_support.wanted():
+        yield None
+        return
+    pooler_support.create_login(server_dsn)
+    with (
+        tempfile.TemporaryDirectory(prefix="fairqueue-test-pgbouncer-") as work_dir,
+        pooler_support.pgbouncer(server_dsn, Path(work_dir)) as address,
+    ):
+        yield address
+
+
 @pytest.fixture
-def dsn(admin_dsn: str) -> str:
+def dsn(admin_dsn: str, pooler: tuple[str, int] | None, monkeypatch: pytest.MonkeyPatch) -> str:
     """The test's database as the library runs in production: the application role, which
-    owns nothing and is held to the tenant policies."""
-    return as_app_role(admin_dsn)
+    owns nothing and is held to the tenant policies. In the pooled run, through PgBouncer in
+    transaction mode, with the library told so and its LISTEN given a direct connection."""
+    direct = as_app_role(admin_dsn)
+    if pooler is None:
+        return direct
+    monkeypatch.setenv("FAIRQUEUE_POOLER", "transaction")
+    monkeypatch.setenv("FAIRQUEUE_LISTEN_DATABASE_URL", direct)
+    return pooler_support.pooled_dsn(admin_dsn, *pooler)
 
 
 def as_app_role(dsn: str) -> str:

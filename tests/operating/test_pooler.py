@@ -47,10 +47,14 @@ def work(conn: Connection, dsn: str) -> None:
 
 
 @pytest.mark.timeout(60)
-def test_through_a_transaction_pooler_no_session_state_is_left(
-    dsn: str, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("pooler_setting", ["transaction", None])
+def test_the_library_leaves_no_session_state_setting_or_not(
+    dsn: str, monkeypatch: pytest.MonkeyPatch, pooler_setting: str | None
 ) -> None:
-    monkeypatch.setenv("FAIRQUEUE_POOLER", "transaction")
+    if pooler_setting is None:
+        monkeypatch.delenv("FAIRQUEUE_POOLER", raising=False)
+    else:
+        monkeypatch.setenv("FAIRQUEUE_POOLER", pooler_setting)
     with connect(dsn, autocommit=True, as_app_role=True) as conn:
         before = session_state(conn)
         work(conn, dsn)
@@ -69,12 +73,11 @@ def test_through_a_transaction_pooler_no_session_state_is_left(
 
 
 @pytest.mark.timeout(60)
-def test_without_the_setting_statements_are_prepared_on_the_server(
-    dsn: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # What the setting is for: the check above would see these.
-    monkeypatch.delenv("FAIRQUEUE_POOLER", raising=False)
+@pytest.mark.direct_only("prepared statements through a transaction pooler are the fault itself")
+def test_a_connection_that_prepares_is_seen_by_the_check(dsn: str) -> None:
+    # The check above can fail: the same calls on a connection that prepares leave them.
     with connect(dsn, autocommit=True, as_app_role=True) as conn:
+        conn.prepare_threshold = 5
         work(conn, dsn)
         assert session_state(conn)["prepared"] > 0
 
@@ -108,3 +111,16 @@ def test_the_doorbells_listen_on_the_direct_url_behind_a_pooler(
             " where datname = current_database() and query ilike 'listen%%'"
         ).fetchone()
         assert row == {"n": 1}
+
+
+@pytest.mark.timeout(30)
+def test_the_pooled_run_connects_through_the_pooler(
+    dsn: str, pooler: tuple[str, int] | None
+) -> None:
+    if pooler is None:
+        pytest.skip("the direct run (FAIRQUEUE_TEST_POOLER unset)")
+    with connect(dsn, autocommit=True, as_app_role=True) as conn:
+        assert (conn.info.host, conn.info.port) == pooler
+        assert conn.prepare_threshold is None
+        row = conn.execute("select session_user as login").fetchone()
+        assert row == {"login": "fairqueue_pooled"}

@@ -1,8 +1,9 @@
 """The example pipeline drains completely and does the same work under the same seed."""
 
 from datetime import timedelta
+from typing import Any
 
-from fairqueue import run_pipeline
+from fairqueue import connect, run_pipeline
 from fairqueue.example import STAGES, seed_workload
 from fairqueue.status import open_jobs
 
@@ -40,11 +41,17 @@ def outcome(conn) -> list[tuple]:
     ]
 
 
+def seed(dsn: str, **options: Any) -> int:
+    """Seed as the application does: the application role, on an autocommit connection."""
+    with connect(dsn, autocommit=True, as_app_role=True) as app:
+        return seed_workload(app, **options)
+
+
 def test_example_workload_is_deterministic_and_exercises_every_rule(dsn, conn) -> None:
     options = {"documents": 24, "quota_capacity": 16, "quota_reserve": 2}
-    seeded = seed_workload(conn, seed=3, quota_period=timedelta(hours=1), **options)
+    seeded = seed(dsn, seed=3, quota_period=timedelta(hours=1), **options)
     assert seeded == 24
-    assert seed_workload(conn, seed=3) == 0  # only into an empty queue
+    assert seed(dsn, seed=3) == 0  # only into an empty queue
     reasons = drain(dsn, conn)
     first = outcome(conn)
 
@@ -63,7 +70,7 @@ def test_example_workload_is_deterministic_and_exercises_every_rule(dsn, conn) -
 
     conn.execute("delete from fairqueue.jobs")
     conn.execute("delete from fairqueue.quotas")
-    seed_workload(conn, seed=3, quota_period=timedelta(hours=1), **options)
+    seed(dsn, seed=3, quota_period=timedelta(hours=1), **options)
     drain(dsn, conn)
     assert outcome(conn) == first
 

@@ -82,6 +82,10 @@ def test_the_sweeper_closes_the_runs_left_open_past_the_window_and_no_other(
 
 
 @pytest.mark.timeout(90)
+@pytest.mark.direct_only(
+    "the pooler keeps the client's connection when its backend is killed and gives the next"
+    " transaction another one, so the run never sees the fault"
+)
 def test_a_run_whose_database_went_away_returns_its_result_and_the_sweeper_closes_its_row(
     dsn: str, conn: Connection, server_dsn: str
 ) -> None:

@@ -231,7 +231,7 @@ class ApiConnections:
 
     def __init__(self, dsn: str | None, size: int) -> None:
         target = resolve_dsn(dsn)
-        settings: dict[str, Any] = {"autocommit": True, **connection_options(pooled=is_pooled())}
+        settings: dict[str, Any] = {"autocommit": True, **connection_options()}
         if "application_name" not in conninfo_to_dict(target):
             settings["application_name"] = "fairqueue-api"
         # Failed connection attempts counted when the pool last opened one.

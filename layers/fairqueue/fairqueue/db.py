@@ -86,16 +86,14 @@ def connect(
     row-level security does not hold works as ``fairqueue_app`` when it may become it; see
     :func:`work_as_app_role`.
 
-    ``pooled``: whether the connection goes through a transaction pooler, which leaves no state
-    in the session (see :func:`connection_options`); by default, whether ``FAIRQUEUE_POOLER`` is
+    ``pooled``: whether the connection goes through a transaction pooler, where a session keeps
+    nothing (see :func:`work_as_app_role`); by default, whether ``FAIRQUEUE_POOLER`` is
     ``transaction``.
     """
     target = resolve_dsn(dsn)
     through_pooler = is_pooled() if pooled is None else pooled
     try:
-        conn = FairqueueConnection.connect(
-            target, autocommit=autocommit, **connection_options(pooled=through_pooler)
-        )
+        conn = FairqueueConnection.connect(target, autocommit=autocommit, **connection_options())
     except psycopg.OperationalError as exc:
         raise DatabaseUnavailable(f"cannot reach the database: {_first_line(exc)}") from exc
     if as_app_role:
@@ -116,14 +114,13 @@ def is_pooled() -> bool:
     return settings().pooler == "transaction"
 
 
-def connection_options(*, pooled: bool) -> dict[str, Any]:
-    """What every connection the library opens is made with: dict rows, and through a
-    transaction pooler no server-side prepared statements (psycopg prepares a statement after
-    five runs; the next transaction may land on a backend that lacks it, or has it already)."""
-    options: dict[str, Any] = {"row_factory": dict_row}
-    if pooled:
-        options["prepare_threshold"] = None
-    return options
+def connection_options() -> dict[str, Any]:
+    """What every connection the library opens is made with: dict rows, and no server-side
+    prepared statements. psycopg prepares a statement on its sixth run; behind a transaction
+    pooler the next transaction may land on a backend that lacks it, or has it already, and RDS
+    Proxy pins a client that prepares. Measured without them, a drain and one-at-a-time
+    enqueues ran as fast (docs/design.md), so they are off whatever ``FAIRQUEUE_POOLER`` says."""
+    return {"row_factory": dict_row, "prepare_threshold": None}
 
 
 def work_as_app_role(conn: Connection, *, pooled: bool = False) -> None:

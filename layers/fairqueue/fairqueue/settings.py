@@ -71,9 +71,8 @@ class Settings(BaseSettings):
         **_var(
             "FAIRQUEUE_POOLER",
             "`transaction` when a transaction pooler (RDS Proxy, PgBouncer in transaction mode)"
-            " is in front of the database: no server-side prepared statements, a login that"
-            " needs `SET ROLE` is refused, and the Postgres doorbells listen on"
-            " `FAIRQUEUE_LISTEN_DATABASE_URL`",
+            " is in front of the database: a login that needs `SET ROLE` is refused, and the"
+            " Postgres doorbells listen on `FAIRQUEUE_LISTEN_DATABASE_URL`",
         ),
     )
     listen_database_url: str | None = Field(
