@@ -16,14 +16,11 @@ import os
 import socket
 import subprocess
 import sys
-import uuid
-from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 from uuid import UUID
 
-import boto3
 import pytest
 
 import deployed_stages
@@ -31,27 +28,19 @@ import fairqueue.example  # noqa: F401 - declares the example's stages for enque
 from deployed import (
     EVENTS,
     GENERATED_EVENTS,
-    REGION,
-    FunctionProcess,
     Invocation,
-    Stack,
-    XRayDaemon,
     generated_event,
     http_api_event,
-    load_template,
-    runtime_environment,
-    scheduler_event,
-    sqs_event,
 )
+from deployment import Deployment
 from fairqueue import enqueue
 from fairqueue.db import Connection
 from fairqueue.doorbells import Doorbell
 from fairqueue.lanes import add_credits
 from fairqueue.worker import WORKER_MARGIN_S
 from support import age_job, job, runs
-from upstream_service import FakeService
 
-pytest_plugins = ["moto_sqs"]
+pytest_plugins = ["moto_sqs", "deployment_fixture"]
 
 TESTS = Path(__file__).resolve().parents[1]
 FUNCTIONS = (
@@ -64,140 +53,6 @@ FUNCTIONS = (
 # The tenant whose data must never reach a trace.
 TENANT = "tenant-7f3a9c"
 SECRET_DOC = "doc-only-the-tenant-may-read"
-
-
-class Deployment:
-    """template.yaml stood up on loopback: one secret, the doorbell queues, an upstream."""
-
-    def __init__(self, dsn: str, endpoint: str, workdir: Path) -> None:
-        self.endpoint = endpoint
-        self.workdir = workdir
-        self.secrets = self._client("secretsmanager")
-        self.sqs = self._client("sqs")
-        self.secret_arn = self.secret(dsn)
-        name = f"doorbells-{uuid.uuid4().hex[:12]}"
-        properties = load_template()["Resources"]["DoorbellQueue"]["Properties"]
-        self.dlq_url = self.sqs.create_queue(QueueName=f"{name}-dlq")["QueueUrl"]
-        self.dlq_arn = self._arn(self.dlq_url)
-        redrive = {
-            "deadLetterTargetArn": self.dlq_arn,
-            "maxReceiveCount": str(properties["RedrivePolicy"]["maxReceiveCount"]),
-        }
-        self.queue_name = name
-        self.queue_url = self.sqs.create_queue(
-            QueueName=name,
-            Attributes={
-                "VisibilityTimeout": str(properties["VisibilityTimeout"]),
-                "RedrivePolicy": json.dumps(redrive),
-            },
-        )["QueueUrl"]
-        self.queue_arn = self._arn(self.queue_url)
-        self.upstream = FakeService()
-        self.xray = XRayDaemon()
-        self.processes: list[FunctionProcess] = []
-
-    def _client(self, service: str) -> Any:
-        return boto3.client(
-            service,
-            endpoint_url=self.endpoint,
-            region_name=REGION,
-            aws_access_key_id="testing",
-            aws_secret_access_key="testing",
-        )
-
-    def _arn(self, queue_url: str) -> str:
-        attributes = self.sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])
-        return str(attributes["Attributes"]["QueueArn"])
-
-    def secret(self, value: str) -> str:
-        """A new secret holding ``value``; its ARN."""
-        created = self.secrets.create_secret(
-            Name=f"fairqueue/db-{uuid.uuid4().hex[:8]}", SecretString=value
-        )
-        return str(created["ARN"])
-
-    def _parameters(self, **overrides: str) -> dict[str, str]:
-        return {
-            "DatabaseSecretArn": self.secret_arn,
-            "JwtIssuer": "https://issuer.example.com",
-            "JwtAudience": "fairqueue-client",
-            "UpstreamUrl": self.upstream.url,
-            **overrides,
-        }
-
-    def stack(self, **parameters: str) -> Stack:
-        return Stack(
-            parameters=self._parameters(**parameters),
-            refs={"DoorbellQueue": self.queue_url, "DoorbellDeadLetterQueue": self.dlq_url},
-            attributes={
-                ("DoorbellQueue", "QueueName"): self.queue_name,
-                ("DoorbellQueue", "Arn"): self.queue_arn,
-                ("DoorbellDeadLetterQueue", "Arn"): self.dlq_arn,
-            },
-        )
-
-    def start(self, logical_id: str, **parameters: str) -> FunctionProcess:
-        """A cold start of the function, with the environment the template gives it."""
-        function = self.stack(**parameters).function(logical_id)
-        environment = {
-            "PATH": os.environ["PATH"],
-            "HOME": str(self.workdir),
-            "PYTHONUNBUFFERED": "1",
-            # The function's own code: a stage list the template's StagesSpec may name.
-            "PYTHONPATH": str(TESTS),
-            # The role's credentials, as Lambda passes them.
-            "AWS_ACCESS_KEY_ID": "testing",
-            "AWS_SECRET_ACCESS_KEY": "testing",
-            "AWS_SESSION_TOKEN": "testing",
-            "AWS_CONFIG_FILE": str(self.workdir / "no-aws-config"),
-            "AWS_SHARED_CREDENTIALS_FILE": str(self.workdir / "no-aws-credentials"),
-            # The stand-ins for the AWS endpoints and the X-Ray daemon.
-            "AWS_ENDPOINT_URL_SQS": self.endpoint,
-            "AWS_ENDPOINT_URL_SECRETS_MANAGER": self.endpoint,
-            "AWS_XRAY_DAEMON_ADDRESS": self.xray.address,
-            **runtime_environment(function),
-            **function.environment,
-        }
-        process = FunctionProcess(function, environment, self.workdir)
-        self.processes.append(process)
-        assert process.init_error is None, process.init_error
-        return process
-
-    def invoke(self, process: FunctionProcess, event: Any, **options: Any) -> Invocation:
-        return process.invoke(event, xray=self.xray, **options)
-
-    def tick(self, logical_id: str, *, late_s: float = 0.0) -> dict[str, Any]:
-        """The input the function's schedule sends for one tick, ``late_s`` after it was due."""
-        function = self.stack().function(logical_id)
-        assert function.schedule_input is not None, f"{logical_id} has no schedule Input"
-        due = datetime.now(UTC).replace(microsecond=0) - timedelta(seconds=late_s)
-        arn = f"arn:aws:scheduler:{REGION}:123456789012:schedule/default/{logical_id}-tick"
-        return scheduler_event(function.schedule_input, schedule_arn=arn, scheduled_time=due)
-
-    def doorbells(self, bodies: list[str]) -> dict[str, Any]:
-        return sqs_event(bodies, queue_arn=self.queue_arn)
-
-    def received_doorbells(self) -> list[Doorbell]:
-        found = self.sqs.receive_message(
-            QueueUrl=self.queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=1
-        )
-        return [Doorbell.parse(message["Body"]) for message in found.get("Messages", [])]
-
-    def close(self) -> None:
-        for process in self.processes:
-            process.close()
-        self.upstream.stop()
-        self.xray.close()
-        self.secrets.close()
-        self.sqs.close()
-
-
-@pytest.fixture
-def deployment(dsn: str, moto_server_url: str, tmp_path: Path) -> Iterator[Deployment]:
-    deployed_stages.reset()
-    stood_up = Deployment(dsn, moto_server_url, tmp_path)
-    yield stood_up
-    stood_up.close()
 
 
 def add(conn: Connection, job_type: str, payload: dict[str, Any], **options: Any) -> UUID:

@@ -8,7 +8,7 @@ import pytest
 from psycopg.conninfo import conninfo_to_dict
 
 from fairqueue.errors import ConfigurationError
-from fairqueue.function import dsn_from_secret
+from fairqueue.function import database_url, dsn_from_secret
 from fairqueue.local import LocalContext, load_module, scheduled_event
 
 pytest_plugins = ["moto_sqs"]  # the moto server on loopback
@@ -81,3 +81,15 @@ def test_connection_string_secret_is_used_as_is() -> None:
 def test_malformed_secret_is_a_clear_error(secret: str, message: str) -> None:
     with pytest.raises(ConfigurationError, match=message):
         dsn_from_secret(secret)
+
+
+def test_the_proxy_endpoint_replaces_the_secrets_host_only(aws, monkeypatch) -> None:
+    secret = {"host": "db.internal", "port": 5432, "username": "app", "password": "pw"}
+    client = boto3.client("secretsmanager")
+    arn = client.create_secret(Name="fairqueue/db-proxied", SecretString=json.dumps(secret))["ARN"]
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    monkeypatch.setenv("DATABASE_SECRET_ARN", arn)
+    monkeypatch.setenv("FAIRQUEUE_DATABASE_HOST", "proxy.internal")
+    parts = conninfo_to_dict(database_url())
+    assert (parts["host"], parts["port"], parts["user"]) == ("proxy.internal", "5432", "app")
+    assert parts["sslmode"] == "require"

@@ -21,7 +21,7 @@ import psycopg
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
 from aws_lambda_powertools.utilities import parameters
-from psycopg.conninfo import conninfo_to_dict
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from . import ringing
@@ -153,7 +153,9 @@ def dsn_from_secret(secret: str) -> str:
 
 
 def database_url() -> str:
-    """``DATABASE_URL``, else the secret ``DATABASE_SECRET_ARN`` names (cached five minutes)."""
+    """``DATABASE_URL``, else the secret ``DATABASE_SECRET_ARN`` names (cached five minutes),
+    at ``FAIRQUEUE_DATABASE_HOST`` when that is set (an RDS Proxy's endpoint: the proxy takes
+    the same login and port as the database behind it)."""
     config = settings()
     if config.database_url:
         return config.database_url
@@ -161,7 +163,10 @@ def database_url() -> str:
     if not secret_arn:
         raise ConfigurationError("set DATABASE_SECRET_ARN (or DATABASE_URL) for this function")
     secret = parameters.get_secret(secret_arn, max_age=300)
-    return dsn_from_secret(secret)
+    dsn = dsn_from_secret(secret)
+    if config.database_host:
+        return make_conninfo(dsn, host=config.database_host)
+    return dsn
 
 
 class ConnectionCache:

@@ -66,6 +66,14 @@ class Settings(BaseSettings):
             "JSON secret (host, port, username, password, dbname; TLS required)",
         ),
     )
+    database_host: str | None = Field(
+        default=None,
+        **_var(
+            "FAIRQUEUE_DATABASE_HOST",
+            "on Lambda: the host to connect to instead of the one the database secret names"
+            " (the stack sets it to its RDS Proxy's endpoint)",
+        ),
+    )
     pooler: Pooler = Field(
         default="none",
         **_var(

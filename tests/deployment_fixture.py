@@ -1,0 +1,20 @@
+"""The ``deployment`` fixture (tests/deployment.py), as a plugin a test module names:
+``pytest_plugins = ["moto_sqs", "deployment_fixture"]``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import deployed_stages
+from deployment import Deployment
+
+
+@pytest.fixture
+def deployment(dsn: str, moto_server_url: str, tmp_path: Path) -> Iterator[Deployment]:
+    deployed_stages.reset()
+    stood_up = Deployment(dsn, moto_server_url, tmp_path)
+    yield stood_up
+    stood_up.close()
