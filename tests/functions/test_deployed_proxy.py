@@ -4,6 +4,7 @@ in front. The proxy's stand-in is a PgBouncer in transaction mode (tests/pooler.
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -100,7 +101,7 @@ def test_the_cron_function_drains_through_the_proxy(
 
 
 @pytest.mark.timeout(120)
-def test_the_template_lints_with_the_proxy_on(tmp_path: Path) -> None:
+def test_the_template_lints_and_validates_with_the_proxy_on(tmp_path: Path) -> None:
     # cfn-lint resolves parameters from their defaults: a copy whose defaults turn the proxy on.
     text = (ROOT / "template.yaml").read_text()
     defaults = {
@@ -116,11 +117,18 @@ def test_the_template_lints_with_the_proxy_on(tmp_path: Path) -> None:
         assert replaced == 1, f"no {old!r} under parameter {name}"
     copy = tmp_path / "template.yaml"
     copy.write_text(text)
-    linted = subprocess.run(
-        [str(Path(sys.executable).parent / "cfn-lint"), str(copy)],
-        capture_output=True,
-        text=True,
-        timeout=100,
-        check=False,
-    )
-    assert linted.returncode == 0, linted.stdout + linted.stderr
+    tools = Path(sys.executable).parent
+    for command in (
+        [str(tools / "cfn-lint"), str(copy)],
+        [str(tools / "sam"), "validate", "--lint", "--template", str(copy)],
+    ):
+        linted = subprocess.run(
+            command,
+            capture_output=True,
+            text=True,
+            timeout=50,
+            check=False,
+            env={**os.environ, "SAM_CLI_TELEMETRY": "0"},
+            cwd=tmp_path,
+        )
+        assert linted.returncode == 0, linted.stdout + linted.stderr
