@@ -12,6 +12,7 @@ from pathlib import Path
 from fairqueue.db import Connection, connect
 
 from . import (
+    admission,
     claim_scale,
     claim_tenants,
     database,
@@ -102,6 +103,7 @@ def run(dsn: str, sizes: Sizes, server: str, progress: Progress, *, keep: bool) 
         for peer in PEERS:
             churned += health.churn_peer(peer, peer_dsns[peer.name], sizes, progress)
         queued = enqueue.measure(conn, dsn, peer_dsns, sizes, progress)
+        admitted = admission.measure(conn, dsn, sizes, progress)
         database.reset(conn)
     changed = library_fingerprint() != library
     if changed:
@@ -123,6 +125,7 @@ def run(dsn: str, sizes: Sizes, server: str, progress: Progress, *, keep: bool) 
         tenant_claim=by_level,
         health=churned,
         enqueue=queued,
+        admission=admitted,
         elapsed_s=time.monotonic() - started,
     )
 

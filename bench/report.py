@@ -8,7 +8,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from . import chart, claim_scale, claim_tenants, enqueue, fairness_tenants
+from . import admission_report, chart, claim_scale, claim_tenants, enqueue, fairness_tenants
 from .formats import MIB, count, percent, plural, ratio, table, title
 from .results import BARE, FAIRQUEUE, FAIRQUEUE_GROUPS, Results
 from .targets import evaluate
@@ -43,7 +43,7 @@ def as_json(results: Results) -> dict[str, Any]:
     base = {c.pending: c for c in results.last_day if c.history == _base_history(results)}
     return {
         "benchmark": "fairqueue beside pgqueuer and procrastinate: drain, claim latency,"
-        " fairness under skew and between tenants, table health, enqueue",
+        " fairness under skew and between tenants, table health, enqueue, admission",
         "mode": results.mode,
         "machine": asdict(results.machine),
         "library": results.library,
@@ -102,6 +102,7 @@ def as_json(results: Results) -> dict[str, Any]:
             for h in results.health
         ],
         "enqueue": enqueue.as_json(results.enqueue, results.sizes),
+        "admission": admission_report.as_json(results.admission, results.sizes),
     }
 
 
@@ -423,6 +424,8 @@ def markdown(results: Results) -> str:
         *health_section(results),
         "",
         *enqueue.section(results.enqueue, results.sizes),
+        "",
+        *admission_report.section(results.admission, results.sizes),
         "",
         f"Whole run: {results.elapsed_s:.0f} s.",
     ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .admission import Admission
 from .claim_scale import ScaleCase
 from .claim_tenants import LevelCase
 from .enqueue import EnqueueRun
@@ -44,6 +45,8 @@ class Results:
     tenant_claim: list[LevelCase]
     health: list[TableHealth]
     enqueue: list[EnqueueRun]
+    # POST /jobs through the local API, direct and through PgBouncer.
+    admission: Admission
     elapsed_s: float
 
     @property

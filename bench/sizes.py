@@ -66,6 +66,14 @@ class Sizes:
     # call (bench/enqueue.py).
     enqueue_jobs: int
     enqueue_batch: int
+    # Admission (bench/admission.py): POST /jobs at each count of concurrent clients, each
+    # client admitting untimed for the warm-up, then for the timed seconds.
+    admission_clients: tuple[int, ...]
+    admission_warmup_s: float
+    admission_seconds: float
+    # run_pipeline processes draining `throughput_jobs` direct and through PgBouncer
+    # (bench/pooled_pipelines.py).
+    pooled_pipelines: int
 
     @property
     def groups(self) -> int:
@@ -112,6 +120,10 @@ FULL = Sizes(
     tenant_claim_samples=100,
     enqueue_jobs=10_000,
     enqueue_batch=1_000,
+    admission_clients=(1, 16, 200),
+    admission_warmup_s=2.0,
+    admission_seconds=10.0,
+    pooled_pipelines=8,
 )
 
 SMOKE = Sizes(
@@ -150,4 +162,9 @@ SMOKE = Sizes(
     tenant_claim_samples=20,
     enqueue_jobs=30,
     enqueue_batch=10,
+    admission_clients=(1, 16),
+    admission_warmup_s=0.1,
+    admission_seconds=0.4,
+    # Spawning each process costs the smoke run about a second of this machine's two cores.
+    pooled_pipelines=2,
 )

@@ -8,14 +8,16 @@ full run); the fairness target is fairqueue's mean Jain's index over the scored 
 beside each peer's; the tenant-level targets take fair_share="tenant" against "group" on the
 gaming workload (Jain's index over tenants, and the longest wait of a small tenant) and on one
 backlog (the claim's p99); the enqueue target compares enqueue_many with pgqueuer's batch
-enqueue, the same number of jobs per call, median against median.
+enqueue, the same number of jobs per call, median against median; the admission targets
+compare POST /jobs at 16 clients with 1 client (direct), and through PgBouncer with direct at
+the most clients (rate, and the server connections each used).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import claim_tenants, enqueue, fairness_tenants
+from . import admission_report, claim_tenants, enqueue, fairness_tenants
 from .formats import title
 from .results import BARE, FAIRQUEUE, FAIRQUEUE_GROUPS, Results
 
@@ -182,6 +184,44 @@ def _enqueue(results: Results) -> list[Target]:
     ]
 
 
+def _admission(results: Results) -> list[Target]:
+    found = results.admission
+    targets = []
+    few, many = admission_report.CLIENTS_COMPARED
+    one, more = found.level("direct", few), found.level("direct", many)
+    limit = admission_report.MAX_P99_MS
+    if one is not None and more is not None and one.per_s:
+        ratio = more.per_s / one.per_s
+        targets.append(
+            Target(
+                goal=f"admission (POST /jobs, direct) at {many} clients >= {few} client's rate,"
+                f" p99 < {limit:g} ms",
+                fairqueue=f"{more.per_s:,.0f}/s, p99 {more.p99_ms:.1f} ms ({many} clients)",
+                other=f"{one.per_s:,.0f}/s, p99 {one.p99_ms:.1f} ms ({few} client)",
+                ratio=ratio,
+                met=ratio >= 1.0 and more.p99_ms < limit,
+            )
+        )
+    most = max(results.sizes.admission_clients)
+    pooled, direct = found.level("pooled", most), found.level("direct", most)
+    share, connections = admission_report.MIN_POOLED_SHARE, admission_report.SERVER_CONNECTION_SHARE
+    if pooled is not None and direct is not None and direct.per_s and pooled.per_s:
+        ratio = pooled.per_s / direct.per_s
+        few_enough = pooled.server_connections <= connections * direct.server_connections
+        targets.append(
+            Target(
+                goal=f"admission through PgBouncer >= {share:g}x direct at {most} clients, with"
+                f" <= {connections:g}x its server connections",
+                fairqueue=f"{pooled.per_s:,.0f}/s, {pooled.server_connections} server connections",
+                other=f"direct {direct.per_s:,.0f}/s, {direct.server_connections} server"
+                " connections",
+                ratio=ratio,
+                met=ratio >= share and few_enough,
+            )
+        )
+    return targets
+
+
 def evaluate(results: Results) -> list[Target]:
     goals = [
         ("pgqueuer", "drain >= pgqueuer's best", 1.0),
@@ -204,4 +244,5 @@ def evaluate(results: Results) -> list[Target]:
         *_tenant_fairness(results),
         *_tenant_claim(results),
         *_enqueue(results),
+        *_admission(results),
     ]

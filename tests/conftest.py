@@ -19,6 +19,7 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 import pooler as pooler_support
+from fairqueue import local_pooler
 from fairqueue.db import Connection, connect
 from fairqueue.embedded import embedded_dsn
 from fairqueue.migrate import migrate
@@ -101,11 +102,8 @@ def pooler(server_dsn: str) -> Iterator[tuple[str, int] | None]:
     if not pooler_support.wanted():
         yield None
         return
-    pooler_support.create_login(server_dsn)
-    with (
-        tempfile.TemporaryDirectory(prefix="fairqueue-test-pgbouncer-") as work_dir,
-        pooler_support.pgbouncer(server_dsn, Path(work_dir)) as address,
-    ):
+    local_pooler.create_login(server_dsn)
+    with local_pooler.pgbouncer(server_dsn) as address:
         yield address
 
 
@@ -119,7 +117,7 @@ def dsn(admin_dsn: str, pooler: tuple[str, int] | None, monkeypatch: pytest.Monk
         return direct
     monkeypatch.setenv("FAIRQUEUE_POOLER", "transaction")
     monkeypatch.setenv("FAIRQUEUE_LISTEN_DATABASE_URL", direct)
-    return pooler_support.pooled_dsn(admin_dsn, *pooler)
+    return local_pooler.pooled_dsn(admin_dsn, *pooler)
 
 
 def as_app_role(dsn: str) -> str:

@@ -1,6 +1,6 @@
 """The stack with its RDS Proxy (DatabasePooler=rds-proxy): every function connects through the
 proxy's endpoint with the secret's login and port, telling the library a transaction pooler is
-in front. The proxy's stand-in is a PgBouncer in transaction mode (tests/pooler.py)."""
+in front. The proxy's stand-in is a PgBouncer in transaction mode (fairqueue.local_pooler)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import os
 import re
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,9 +15,8 @@ import pytest
 from psycopg.conninfo import make_conninfo
 
 import fairqueue.example  # noqa: F401 - declares the example's stages for enqueue
-import pooler as pooler_support
 from deployment import Deployment
-from fairqueue import enqueue
+from fairqueue import enqueue, local_pooler
 from fairqueue.db import Connection
 from support import job, runs
 
@@ -57,14 +55,11 @@ def test_with_the_proxy_every_function_connects_to_its_endpoint_as_pooled(
 @pytest.fixture(scope="module")
 def proxy(server_dsn: str) -> Iterator[tuple[str, int]]:
     """PgBouncer in transaction mode, standing in for the RDS Proxy."""
-    reason = pooler_support.why_not()
+    reason = local_pooler.why_not(server_dsn)
     if reason is not None:
         pytest.skip(f"no stand-in for the RDS Proxy: {reason}")
-    pooler_support.create_login(server_dsn)
-    with (
-        tempfile.TemporaryDirectory(prefix="fairqueue-test-proxy-") as work_dir,
-        pooler_support.pgbouncer(server_dsn, Path(work_dir)) as address,
-    ):
+    local_pooler.create_login(server_dsn)
+    with local_pooler.pgbouncer(server_dsn) as address:
         yield address
 
 
@@ -76,7 +71,7 @@ def test_the_cron_function_drains_through_the_proxy(
     # The secret names the database itself, as an RDS secret does; the proxy listens on the
     # same port, and the function is told its endpoint.
     secret = make_conninfo(
-        admin_dsn, host="database.invalid", port=port, user=pooler_support.POOLED_LOGIN
+        admin_dsn, host="database.invalid", port=port, user=local_pooler.POOLED_LOGIN
     )
     secret_arn = deployment.secret(secret)
     deployment.proxy_endpoint = host
@@ -95,7 +90,7 @@ def test_the_cron_function_drains_through_the_proxy(
     seen = conn.execute(
         "select count(*) as n from pg_stat_activity"
         " where datname = current_database() and usename = %s",
-        (pooler_support.POOLED_LOGIN,),
+        (local_pooler.POOLED_LOGIN,),
     ).fetchone()
     assert seen is not None and seen["n"] >= 1
 

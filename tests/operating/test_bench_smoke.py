@@ -48,6 +48,7 @@ def test_smoke_run_has_every_section_with_positive_numbers(admin_dsn: str, tmp_p
         "### Enqueue",
         "### Claim latency by tenant and by group",
         "### Fairness between tenants",
+        "### Admission",
     ):
         assert heading in stdout
     for loop in ("fairqueue run_pipeline", "bare SKIP LOCKED loop", "bare loop on fairqueue.jobs"):
@@ -72,6 +73,7 @@ def test_smoke_run_has_every_section_with_positive_numbers(admin_dsn: str, tmp_p
     check_tenant_claim(results["tenant_claim"], sizes)
     check_health(results["health"], sizes)
     check_enqueue(results["enqueue"], sizes)
+    check_admission(results["admission"], sizes)
 
 
 def check_chart(path: Path) -> None:
@@ -91,7 +93,7 @@ def check_machine(found: dict[str, Any]) -> None:
 def check_targets(targets: list[dict[str, Any]]) -> None:
     goals = " ".join(t["goal"] for t in targets)
     words = ("pgqueuer", "procrastinate", "bare loop", "many groups", "claim p99", "Jain")
-    for word in (*words, "enqueue in batches"):
+    for word in (*words, "enqueue in batches", "admission (POST /jobs, direct)"):
         assert word in goals
     for target in targets:
         assert isinstance(target["met"], bool)
@@ -230,3 +232,27 @@ def check_enqueue(found: dict[str, Any], sizes: dict[str, Any]) -> None:
     per_call = {r["way"]: r["per_call"] for r in found["rows"]}
     assert per_call["fairqueue_many"] == per_call["pgqueuer_batch"] == sizes["enqueue_batch"]
     assert found["ratio_batch_to_pgqueuer_batch"] > 0
+
+
+def check_admission(found: dict[str, Any], sizes: dict[str, Any]) -> None:
+    assert found["clients"] == sizes["admission_clients"]
+    # The pooled rows need PgBouncer; where it cannot run they are skipped with the reason.
+    ways = ["direct"] if "pooled" in found["skipped"] else ["direct", "pooled"]
+    assert all(why for why in found["skipped"].values())
+    seen = [(r["way"], r["clients"]) for r in found["rows"]]
+    assert seen == [(way, n) for way in ways for n in sizes["admission_clients"]]
+    for row in found["rows"]:
+        assert row["errors"] == 0, row["error_example"]
+        assert row["admitted"] > 0 and row["seconds"] > 0, row
+        assert row["admissions_per_s"] > 0 and row["ratio_to_one_client"] > 0, row
+        assert 0 < row["p50_ms"] <= row["p99_ms"], row
+        assert 0 < row["server_connections"] <= row["api_pool_size"], row
+        if row["way"] == "pooled":
+            assert row["server_connections"] <= found["pooler_server_connections"]
+            assert row["ratio_pooled_to_direct"] > 0, row
+    assert [p["way"] for p in found["pipelines"]] == ways
+    for run in found["pipelines"]:
+        assert run["pipelines"] == sizes["pooled_pipelines"]
+        assert run["jobs"] == sizes["throughput_jobs"]
+        assert run["jobs_per_s"] > 0 and run["server_connections"] > 0, run
+        assert run["ratio_to_direct"] > 0, run
