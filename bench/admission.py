@@ -21,11 +21,9 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
@@ -122,7 +120,10 @@ def api_server(dsn: str, pool_size: int, *, pooled: bool) -> Iterator[int]:
     with tempfile.TemporaryFile() as log:
         process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=log)
         try:
-            _wait_listening(process, port, log)
+            if not local_pooler.wait_listening(process, port, timeout_s=SERVER_START_S):
+                log.seek(0)
+                tail = log.read().decode(errors="replace").strip().splitlines()[-3:]
+                raise BenchError("the API server did not start: " + " | ".join(tail))
             yield port
         finally:
             process.send_signal(signal.SIGTERM)
@@ -131,20 +132,6 @@ def api_server(dsn: str, pool_size: int, *, pooled: bool) -> Iterator[int]:
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait(timeout=10)
-
-
-def _wait_listening(process: subprocess.Popen[bytes], port: int, log: Any) -> None:
-    deadline = time.monotonic() + SERVER_START_S
-    while True:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1):
-                return
-        except OSError:
-            if process.poll() is not None or time.monotonic() > deadline:
-                log.seek(0)
-                tail = log.read().decode(errors="replace").strip().splitlines()[-3:]
-                raise BenchError("the API server did not start: " + " | ".join(tail)) from None
-            time.sleep(0.05)
 
 
 def pool_size(conn: Connection, clients: int) -> int:

@@ -30,6 +30,14 @@ from fairqueue.doorbells import Doorbell
 from upstream_service import FakeService
 
 TESTS = Path(__file__).resolve().parent
+# Every function the template deploys, by logical id.
+FUNCTIONS = (
+    "CronFunction",
+    "WorkerFunction",
+    "SweeperFunction",
+    "BackstopFunction",
+    "AdmitFunction",
+)
 
 
 class Deployment:

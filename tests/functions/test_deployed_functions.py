@@ -32,7 +32,7 @@ from deployed import (
     generated_event,
     http_api_event,
 )
-from deployment import Deployment
+from deployment import FUNCTIONS, Deployment
 from fairqueue import enqueue
 from fairqueue.db import Connection
 from fairqueue.doorbells import Doorbell
@@ -43,13 +43,6 @@ from support import age_job, job, runs
 pytest_plugins = ["moto_sqs", "deployment_fixture"]
 
 TESTS = Path(__file__).resolve().parents[1]
-FUNCTIONS = (
-    "CronFunction",
-    "WorkerFunction",
-    "SweeperFunction",
-    "BackstopFunction",
-    "AdmitFunction",
-)
 # The tenant whose data must never reach a trace.
 TENANT = "tenant-7f3a9c"
 SECRET_DOC = "doc-only-the-tenant-may-read"

@@ -15,7 +15,7 @@ import pytest
 from psycopg.conninfo import make_conninfo
 
 import fairqueue.example  # noqa: F401 - declares the example's stages for enqueue
-from deployment import Deployment
+from deployment import FUNCTIONS, Deployment
 from fairqueue import enqueue, local_pooler
 from fairqueue.db import Connection
 from support import job, runs
@@ -23,13 +23,6 @@ from support import job, runs
 pytest_plugins = ["moto_sqs", "deployment_fixture"]
 
 ROOT = Path(__file__).resolve().parents[2]
-FUNCTIONS = (
-    "CronFunction",
-    "WorkerFunction",
-    "SweeperFunction",
-    "BackstopFunction",
-    "AdmitFunction",
-)
 WITH_PROXY = {
     "DatabasePooler": "rds-proxy",
     "DatabaseInstanceId": "fairqueue-db",

@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -29,6 +28,7 @@ import pytest
 
 import doc_examples
 from doc_examples import SHELL_TAGS, Block
+from fairqueue import local_pooler
 from upstream_service import FakeService
 
 BLOCKS = doc_examples.all_blocks()
@@ -87,7 +87,7 @@ def reader_env(dsn: str, tmp_path: Path) -> dict[str, str]:
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(app_dir), env.get("PYTHONPATH")]))
     env["DATABASE_URL"] = dsn
     # The documents' servers listen on their default port; a free one keeps runs side by side apart.
-    env["FAIRQUEUE_API_PORT"] = str(free_port())
+    env["FAIRQUEUE_API_PORT"] = str(local_pooler.free_port())
     return env
 
 
@@ -264,9 +264,3 @@ class Lines:
     def join(self) -> None:
         for reader in self.readers:
             reader.join(timeout=10)
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])

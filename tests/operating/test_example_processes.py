@@ -9,10 +9,8 @@ import itertools
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
-import time
 import uuid
 from datetime import timedelta
 from pathlib import Path
@@ -21,7 +19,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from fairqueue import Stage, api, connect, enqueue, example, run_pipeline
+from fairqueue import Stage, api, connect, enqueue, example, local_pooler, run_pipeline
 from fairqueue.db import Connection
 from fairqueue.dev_upstream import DatabaseUpstream, bind_stages
 from fairqueue.errors import ConfigurationError, UpstreamRejected, UpstreamUnavailable
@@ -67,12 +65,6 @@ def tick(dsn: str, *args: str) -> dict[str, Any]:
     return answer
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def post_job(port: int, token: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
     try:
@@ -96,15 +88,10 @@ def serve_api(dsn: str, port: int) -> subprocess.Popen[str]:
         stderr=subprocess.STDOUT,
         text=True,
     )
-    deadline = time.monotonic() + 20
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return process
-        except OSError:
-            assert process.poll() is None, process.communicate()[0]
-            assert time.monotonic() < deadline, "the API did not start listening"
-            time.sleep(0.1)
+    if not local_pooler.wait_listening(process, port, timeout_s=20):
+        assert process.poll() is None, process.communicate()[0]
+        pytest.fail("the API did not start listening")
+    return process
 
 
 def held_work(conn: Connection) -> dict[str, dict[str, Any]]:
@@ -119,7 +106,7 @@ def test_what_serve_role_api_admitted_tick_in_another_process_drains_lane_by_lan
     tenants = sorted({tenant for tenant, _ in CLICKS})
     for tenant in tenants:
         add_credits(conn, tenant, 20, note="test grant")
-    port = free_port()
+    port = local_pooler.free_port()
     process = serve_api(dsn, port)
     admitted: dict[tuple[str, str], list[str]] = {}
     try:

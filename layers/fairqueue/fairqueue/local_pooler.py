@@ -17,7 +17,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 import psycopg
 from psycopg import sql
@@ -92,7 +92,10 @@ def pgbouncer(server_dsn: str, *, server_connections: int = 20) -> Iterator[tupl
             command[1:1] = ["--user", "nobody"]
         process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
         try:
-            _wait_listening(process, listen, folder / "pgbouncer.log")
+            if not wait_listening(process, listen, timeout_s=START_TIMEOUT_S):
+                log = folder / "pgbouncer.log"
+                text = log.read_text(errors="replace") if log.exists() else ""
+                raise PoolerUnavailable(f"PgBouncer did not start: {text[-500:]}")
             yield "127.0.0.1", listen
         finally:
             process.terminate()
@@ -140,14 +143,15 @@ def _config(server_dsn: str, folder: Path, listen: int, server_connections: int)
     return config
 
 
-def _wait_listening(process: subprocess.Popen[bytes], port: int, log: Path) -> None:
-    deadline = time.monotonic() + START_TIMEOUT_S
+def wait_listening(process: subprocess.Popen[Any], port: int, *, timeout_s: float) -> bool:
+    """Wait until ``process`` listens on the loopback ``port``; False once it has ended or
+    ``timeout_s`` has passed."""
+    deadline = time.monotonic() + timeout_s
     while True:
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=1):
-                return
+                return True
         except OSError:
             if process.poll() is not None or time.monotonic() > deadline:
-                text = log.read_text(errors="replace") if log.exists() else ""
-                raise PoolerUnavailable(f"PgBouncer did not start: {text[-500:]}") from None
+                return False
             time.sleep(0.05)
