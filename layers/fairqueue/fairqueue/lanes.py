@@ -49,14 +49,9 @@ def lock_lane(conn: Connection, tenant_id: str | None, lane: str) -> None:
     )
 
 
-def lock_credit(conn: Connection, tenant_id: str | None) -> None:
-    """Hold the tenant's balance until the transaction ends: a balance check and the debit it
-    allows are one step for every lane of the tenant. Taken after the lane's lock, never
-    before it."""
-    conn.execute(
-        query("lane_lock"),
-        {"namespace": CREDIT_LOCK_NAMESPACE, "key": json.dumps([tenant_id], separators=(",", ":"))},
-    )
+def credit_lock_key(tenant_id: str | None) -> str:
+    """The one spelling of a tenant's balance lock key."""
+    return json.dumps([tenant_id], separators=(",", ":"))
 
 
 def admit(
@@ -88,38 +83,37 @@ def admit(
     if isinstance(charge, bool) or not isinstance(charge, int) or charge < 0:
         raise InvalidPayload(f"{job_type}: the credit cost must be a whole number >= 0")
     with tenant_scope(conn, tenant_id):
-        lock_lane(conn, tenant_id, lane)
-        job_id: UUID = _one(conn, "new_job_id", {})["id"]
-        if (
-            delta_of is not None
-            and not _one(
-                conn, "delta_target", {"id": delta_of, "tenant_id": tenant_id, "lane": lane}
-            )["found"]
-        ):
-            raise UnknownJob(f"{job_type}: no job {delta_of} in this lane to re-check")
-        if charge:
-            lock_credit(conn, tenant_id)
-            available = int(_one(conn, "credit_balance", {"tenant_id": tenant_id})["balance"])
-            if available < charge:
-                raise InsufficientCredit(
-                    f"{job_type} costs {charge} credits; the balance is {available}"
-                )
-        busy = (
-            delta_of is None
-            and _one(conn, "lane_busy", {"tenant_id": tenant_id, "lane": lane})["busy"]
+        # The lane's lock (and the balance's, when the job costs credits) is taken here and
+        # held until the transaction ends.
+        checks = _one(
+            conn,
+            "admission_checks",
+            {
+                "tenant_id": tenant_id,
+                "lane": lane,
+                "lane_lock": LANE_LOCK_NAMESPACE,
+                "lane_key": lock_key(tenant_id, lane),
+                "credit_lock": CREDIT_LOCK_NAMESPACE,
+                "credit_key": credit_lock_key(tenant_id),
+                "charge": charge,
+                "delta_of": delta_of,
+                "dedupe_key": dedupe_key,
+            },
         )
-        if (
-            dedupe_key is not None
-            and _one(conn, "dedupe_taken", {"tenant_id": tenant_id, "dedupe_key": dedupe_key})[
-                "taken"
-            ]
-        ):
+        job_id: UUID = checks["id"]
+        if not checks["delta_found"]:
+            raise UnknownJob(f"{job_type}: no job {delta_of} in this lane to re-check")
+        if charge and checks["balance"] < charge:
+            raise InsufficientCredit(
+                f"{job_type} costs {charge} credits; the balance is {checks['balance']}"
+            )
+        if checks["dedupe_taken"]:
             raise DuplicateJob(f"{job_type}: an open job of this tenant has that dedupe key")
         upstream_id = None
         if stage.upstream is not None:
             upstream_id = stage.upstream.create(job_type, prepared.payload, key=str(job_id))
         row = conn.execute(
-            query("admit_job"),
+            query("admission_insert"),
             {
                 "id": job_id,
                 "type": prepared.type,
@@ -132,21 +126,16 @@ def admit(
                 "delta_of": delta_of,
                 "cost": charge,
                 "upstream_id": upstream_id,
-                "status": "queued" if busy else "pending",
+                "status": "queued" if checks["busy"] else "pending",
             },
         ).fetchone()
         if row is None:
             # Only a plain enqueue of the same key racing this admission gets here; the held
             # work created above is never released, so it never starts.
             raise DuplicateJob(f"{job_type}: an open job of this tenant has that dedupe key")
-        if charge:
-            _ledger(conn, tenant_id, -charge, kind="debit", job_id=job_id, note=None)
-        place = _one(conn, "lane_job", {"id": job_id, "tenant_id": tenant_id, "lane": lane})[
-            "place"
-        ]
     if row["status"] == "pending":
         ring_when_committed(conn, doorbell_of(job_type, tenant_id, job_id))
-    return Admission(job_id=job_id, status=row["status"], place=place)
+    return Admission(job_id=job_id, status=row["status"], place=row["place"])
 
 
 def _one(conn: Connection, name: str, params: dict[str, Any]) -> dict[str, Any]:
@@ -207,23 +196,16 @@ def add_credits(
     if note is not None:
         check_label("a ledger note", note)
     with tenant_scope(conn, tenant_id):
-        return _ledger(conn, tenant_id, amount, kind=kind, job_id=job_id, note=note)
-
-
-def _ledger(
-    conn: Connection,
-    tenant_id: str | None,
-    amount: int,
-    *,
-    kind: Literal["grant", "debit"],
-    job_id: UUID | None,
-    note: str | None,
-) -> bool:
-    """The ledger insert, in a transaction already clamped to ``tenant_id``."""
-    row = conn.execute(
-        query("add_credits"),
-        {"tenant_id": tenant_id, "job_id": job_id, "kind": kind, "amount": amount, "note": note},
-    ).fetchone()
+        row = conn.execute(
+            query("add_credits"),
+            {
+                "tenant_id": tenant_id,
+                "job_id": job_id,
+                "kind": kind,
+                "amount": amount,
+                "note": note,
+            },
+        ).fetchone()
     return row is not None
 
 

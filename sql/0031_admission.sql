@@ -1,0 +1,4 @@
+-- Admission in two round trips instead of eight: the checks under the lane's lock, then the
+-- insert and the debit (fairqueue.admission_checks and admission_insert), and the balance both
+-- admission and the ledger read (fairqueue.credit_balance), and a job's place in its lane (lane_place).
+-- requires: functions/admission.sql
