@@ -4,8 +4,8 @@ The API server is ``fairqueue serve --role api`` in a subprocess of its own (its
 the load generator's), with this module's STAGES (``FAIRQUEUE_STAGES=bench.admission:STAGES``):
 one stage clients may admit, at no credit cost. The clients are threads in CLIENT_PROCESSES
 spawned processes (bench/admission_clients.py), each client its own lane with its own token
-and one http.client connection it keeps (the server answers HTTP/1.0 and closes it after
-each answer, so it is opened again per admission); every answer other than 202 is an error.
+and one http.client connection it keeps open for all its admissions; every answer other than
+202 is an error.
 At each level every client admits for `admission_warmup_s` untimed, then `admission_seconds`
 timed.
 

@@ -43,8 +43,8 @@ class Tally:
 
 
 def _client(task: Task, token: str, lane: int, into: Tally) -> None:
-    """One client: POST /jobs one after another on its connection until stop_at. The local
-    server answers HTTP/1.0 and closes, so http.client opens the connection again as needed."""
+    """One client: POST /jobs one after another on its kept-open connection until stop_at;
+    after a failure http.client opens it again."""
     conn = http.client.HTTPConnection("127.0.0.1", task.port, timeout=REQUEST_TIMEOUT_S)
     headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
     time.sleep(max(0.0, task.start_at - time.monotonic()))

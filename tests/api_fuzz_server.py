@@ -21,7 +21,7 @@ def main() -> None:
     dsn, port_file = sys.argv[1], Path(sys.argv[2])
     server = api.ApiServer(("127.0.0.1", 0), dsn, secret=os.environ[api.SIGNING_KEY_ENV])
     port_file.write_text(str(server.server_address[1]))
-    server.serve_forever(poll_interval=0.05)
+    server.serve_forever()
 
 
 if __name__ == "__main__":

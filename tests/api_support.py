@@ -1,6 +1,6 @@
-"""The admission API's tests share these: their stages (FAIRQUEUE_STAGES=api_support:STAGES)
-and a check that an answer is one the OpenAPI document describes (the document the resolver
-generates for these stages, as the API serves it).
+"""The admission API's tests share these: their stages (FAIRQUEUE_STAGES=api_support:STAGES),
+a local server serving for a block, and a check that an answer is one the OpenAPI document
+describes (the document the resolver generates for these stages, as the API serves it).
 
 Stage names start with ``api_``: stage names are one registry per process.
 """
@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from jsonschema import Draft202012Validator
@@ -133,3 +135,16 @@ def assert_documented(method: str, path: str, status: int, body: Any) -> None:
     )
     problems = [error.message for error in validator.iter_errors(body)]
     assert not problems, f"{method} {path} -> {status} {body}: {problems}"
+
+
+@contextmanager
+def running(server: api.ApiServer) -> Iterator[api.ApiServer]:
+    """Serves in a thread for the block; closing waits for the requests in flight."""
+    thread = threading.Thread(target=server.serve_forever)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.server_close()
+        thread.join(timeout=30)
+        assert not thread.is_alive(), "the server did not stop"

@@ -17,7 +17,6 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -29,7 +28,7 @@ import pytest
 from openapi_spec_validator import validate as validate_spec
 
 import api_support
-from api_support import DOC, assert_documented
+from api_support import DOC, assert_documented, running
 from fairqueue import api, connect
 from fairqueue.cli import main
 from fairqueue.db import Connection
@@ -72,19 +71,6 @@ def app(dsn: str) -> Iterator[Connection]:
 def server(dsn: str) -> Iterator[api.ApiServer]:
     with running(api.ApiServer(("127.0.0.1", 0), dsn, secret=SECRET)) as started:
         yield started
-
-
-@contextmanager
-def running(server: api.ApiServer) -> Iterator[api.ApiServer]:
-    """Serves in a thread for the block; closing waits for the requests in flight."""
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
-    thread.start()
-    try:
-        yield server
-    finally:
-        server.shutdown()
-        thread.join(timeout=10)
-        server.server_close()
 
 
 @dataclass

@@ -136,10 +136,8 @@ def _work(dsn: str, stages: Sequence[Stage], stop: threading.Event) -> None:
 
 def _answer(server: api.ApiServer, stop: threading.Event) -> None:
     """Serve requests until a stop is requested; closing waits for those in flight."""
-    server.timeout = POLL_S
     with server:
-        while not stop.is_set():
-            server.handle_request()
+        server.serve_until(stop)
 
 
 def _doorbell_batches(dsn: str, stop: threading.Event) -> Iterator[list[Doorbell]]:

@@ -236,8 +236,8 @@ class Settings(BaseSettings):
         le=1000,
         **_var(
             "FAIRQUEUE_API_POOL_SIZE",
-            "the most database connections the local API holds at once; a request waits for a"
-            " free one",
+            "the local API's request threads and the most database connections it holds at"
+            " once; a request waits for a free one",
         ),
     )
     tenant_claim: str = Field(
