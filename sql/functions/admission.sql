@@ -1,22 +1,35 @@
--- Admission in two calls (fairqueue.lanes.admit): the checks under the lane's lock, then the
--- insert and the debit. Both run as the caller (not doors): row-level security holds the
--- caller's clamp, and every query names the tenant as well. PL/pgSQL, so that each statement
--- sees what committed before the lock was granted (a fresh snapshot per statement) and keeps its
--- plan for the connection's life, with no prepared statement a transaction pooler could trip on.
+-- Admission (fairqueue.lanes.admit): the checks under the lane's lock, then the insert and the
+-- debit; for a stage with an upstream service the two are called apart, with the service asked
+-- to hold the work in between, and otherwise as one statement (fairqueue.admission), which on an
+-- autocommit connection is a transaction of its own: one round trip. They run as the caller
+-- (not doors): row-level security holds the caller's clamp, and every query names the tenant as
+-- well. PL/pgSQL, so that each statement sees what committed before the lock was granted (a
+-- fresh snapshot per statement) and keeps its plan for the connection's life, with no prepared
+-- statement a transaction pooler could trip on.
 
--- Under the lane's lock (and the tenant's balance lock when the job costs credits): a new job
--- id, whether the delta's earlier job is in this lane, the balance, whether first-pass work
--- already holds or waits in the lane, whether an open job of the tenant has the dedupe key.
--- The locks' keys are spelled by fairqueue.lanes (lock_key) and passed in.
+-- The transaction is clamped to the tenant unless it is clamped already; when it is clamped to
+-- another, matches is false and nothing else is done. Then, under the lane's lock (and the
+-- tenant's balance lock when the job costs credits): a new job id, whether the delta's earlier
+-- job is in this lane, the balance, whether first-pass work already holds or waits in the lane,
+-- whether an open job of the tenant has the dedupe key. The locks' keys are spelled by
+-- fairqueue.lanes (lock_key) and passed in.
 create or replace function fairqueue.admission_checks(
     p_tenant_id text, p_lane text, p_lane_lock integer, p_lane_key text,
     p_credit_lock integer, p_credit_key text, p_charge bigint, p_delta_of uuid,
     p_dedupe_key text)
-returns table (id uuid, delta_found boolean, balance bigint, busy boolean, dedupe_taken boolean)
+returns table (clamped_to text, system boolean, matches boolean, id uuid, delta_found boolean,
+               balance bigint, busy boolean, dedupe_taken boolean)
 language plpgsql volatile set search_path = pg_catalog, pg_temp
 as $$
 #variable_conflict use_column
 begin
+    select c.tenant_id, c.system into clamped_to, system
+      from fairqueue.clamp_unless_clamped(p_tenant_id) c;
+    matches := clamped_to is not distinct from p_tenant_id and (clamped_to is not null or system);
+    if not matches then
+        return next;
+        return;
+    end if;
     perform pg_advisory_xact_lock(p_lane_lock, hashtext(p_lane_key));
     id := fairqueue.new_job_id();
     delta_found := p_delta_of is null or exists (
@@ -88,6 +101,44 @@ alter function fairqueue.admission_insert(uuid, text, jsonb, text, text, text, i
 revoke all on function fairqueue.admission_insert(uuid, text, jsonb, text, text, text, integer, text, uuid, bigint, text, text)
     from public, fairqueue_app;
 grant execute on function fairqueue.admission_insert(uuid, text, jsonb, text, text, text, integer, text, uuid, bigint, text, text)
+    to fairqueue_app;
+
+-- Both steps as one statement, for a stage with no upstream service: the checks, and when they
+-- all pass (the clamp is the tenant's, the delta's job is in the lane, the balance pays, the
+-- dedupe key is free) the insert. status is NULL when a check refused, or when the dedupe key
+-- was taken by a plain enqueue between the two.
+create or replace function fairqueue.admission(
+    p_tenant_id text, p_lane text, p_lane_lock integer, p_lane_key text,
+    p_credit_lock integer, p_credit_key text, p_charge bigint, p_delta_of uuid,
+    p_dedupe_key text, p_type text, p_payload jsonb, p_group_id text, p_max_attempts integer)
+returns table (clamped_to text, system boolean, matches boolean, id uuid, delta_found boolean,
+               balance bigint, busy boolean, dedupe_taken boolean, status text, place bigint)
+language plpgsql volatile set search_path = pg_catalog, pg_temp
+as $$
+#variable_conflict use_column
+begin
+    select c.clamped_to, c.system, c.matches, c.id, c.delta_found, c.balance, c.busy,
+           c.dedupe_taken
+      into clamped_to, system, matches, id, delta_found, balance, busy, dedupe_taken
+      from fairqueue.admission_checks(p_tenant_id, p_lane, p_lane_lock, p_lane_key,
+                                      p_credit_lock, p_credit_key, p_charge, p_delta_of,
+                                      p_dedupe_key) c;
+    if matches and delta_found and (p_charge = 0 or balance >= p_charge)
+       and not dedupe_taken then
+        select i.status, i.place into status, place
+          from fairqueue.admission_insert(id, p_type, p_payload, p_tenant_id, p_group_id,
+                                          p_dedupe_key, p_max_attempts, p_lane, p_delta_of,
+                                          p_charge, null,
+                                          case when busy then 'queued' else 'pending' end) i;
+    end if;
+    return next;
+end $$;
+
+alter function fairqueue.admission(text, text, integer, text, integer, text, bigint, uuid, text, text, jsonb, text, integer)
+    owner to fairqueue_owner;
+revoke all on function fairqueue.admission(text, text, integer, text, integer, text, bigint, uuid, text, text, jsonb, text, integer)
+    from public, fairqueue_app;
+grant execute on function fairqueue.admission(text, text, integer, text, integer, text, bigint, uuid, text, text, jsonb, text, integer)
     to fairqueue_app;
 
 -- Under the caller's clamp: the place in its lane of an open first-pass job, the number of

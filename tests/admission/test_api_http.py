@@ -1,6 +1,7 @@
 """The local server's HTTP: connections kept open between requests, more clients than request
-threads, the HTTP server's own refusals in the API's JSON, and a shutdown that does not wait
-for clients that keep a connection open and send nothing."""
+threads, the HTTP server's own refusals in the API's JSON, a shutdown that does not wait for
+clients that keep a connection open and send nothing; and its pool's check of idle
+connections."""
 
 from __future__ import annotations
 
@@ -8,9 +9,11 @@ import http.client
 import json
 import socket
 import threading
+import time
 from contextlib import AbstractContextManager
 from typing import Any
 
+import psycopg
 import pytest
 
 import api_support
@@ -164,3 +167,44 @@ def test_shutdown_closes_connections_kept_open_without_waiting_for_them(dsn: str
         with pytest.raises(ConnectionRefusedError):
             socket.create_connection(server.server_address, timeout=5).close()
         client.close()
+
+
+def wait_gone(conn: Connection, pid: int) -> None:
+    deadline = time.monotonic() + 30
+    while conn.execute("select 1 from pg_stat_activity where pid = %s", [pid]).fetchone():
+        assert time.monotonic() < deadline, f"backend {pid} never went away"
+        time.sleep(0.02)
+
+
+def test_a_connection_killed_while_idle_past_the_window_is_replaced_unseen(
+    dsn: str, conn: Connection
+) -> None:
+    connections = api.ApiConnections(dsn, 1, check_after_idle_s=0.0)
+    try:
+        with connections.connection() as pooled:
+            killed = pooled.info.backend_pid
+        conn.execute("select pg_terminate_backend(%s)", [killed])
+        wait_gone(conn, killed)
+        with connections.connection() as pooled:
+            assert pooled.execute("select 1 as one").fetchone() == {"one": 1}
+            assert pooled.info.backend_pid != killed
+    finally:
+        connections.close()
+
+
+def test_a_connection_killed_within_the_window_fails_one_request_then_is_replaced(
+    dsn: str, conn: Connection
+) -> None:
+    connections = api.ApiConnections(dsn, 1, check_after_idle_s=3600.0)
+    try:
+        with connections.connection() as pooled:
+            killed = pooled.info.backend_pid
+        conn.execute("select pg_terminate_backend(%s)", [killed])
+        wait_gone(conn, killed)
+        with pytest.raises(psycopg.OperationalError), connections.connection() as pooled:
+            pooled.execute("select 1")
+        with connections.connection() as pooled:
+            assert pooled.execute("select 1 as one").fetchone() == {"one": 1}
+            assert pooled.info.backend_pid != killed
+    finally:
+        connections.close()

@@ -11,7 +11,7 @@ import pytest
 from pydantic import BaseModel
 
 import support
-from fairqueue import InvalidPayload, Job, Stage, connect, run_pipeline
+from fairqueue import InvalidPayload, Job, Stage, TenantMismatch, connect, run_pipeline
 from fairqueue.lanes import (
     InsufficientCredit,
     add_credits,
@@ -22,6 +22,8 @@ from fairqueue.lanes import (
     lock_key,
     lock_lane,
 )
+from fairqueue.tenancy import clamp_callers_transaction
+from fairqueue.upstream import InProcessUpstream
 
 PACKAGE = Path(__file__).resolve().parents[2] / "layers" / "fairqueue" / "fairqueue"
 
@@ -52,6 +54,9 @@ class Serial:
 SERIAL = Serial()
 STAGE = Stage("analysis", handler=SERIAL, payload_model=Analysis, batch=10, concurrency=4)
 FLAKY = Stage("analysis_doomed", handler=lambda job: 1 / 0, max_attempts=1)
+# Admitted the other way: checks, the service holding the work, then the insert.
+HELD_WORK = InProcessUpstream()
+HELD = Stage("analysis_held", handler=lambda job: None, upstream=HELD_WORK)
 
 
 @pytest.fixture
@@ -225,3 +230,34 @@ def test_a_lane_that_cannot_be_stored_is_refused_and_nothing_lands(app, conn, la
     with pytest.raises(InvalidPayload, match="the lane"):
         admit(app, lane, "analysis", {"doc": "a"}, tenant_id="t")
     assert conn.execute("select count(*) as n from fairqueue.jobs").fetchone()["n"] == 0
+
+
+@pytest.mark.parametrize("job_type", ["analysis", "analysis_held"])
+def test_an_admission_in_the_callers_transaction_lands_only_when_it_commits(
+    app, conn, job_type
+) -> None:
+    with app.transaction(force_rollback=True):
+        assert admit(app, "u1", job_type, {"doc": "a"}, tenant_id="t").place == 1
+        assert statuses(app) == ["pending"]
+    assert statuses(conn) == []
+    with app.transaction():
+        first = admit(app, "u1", job_type, {"doc": "b"}, tenant_id="t")
+        second = admit(app, "u1", job_type, {"doc": "c"}, tenant_id="t")
+    assert [(first.status, first.place), (second.status, second.place)] == [
+        ("pending", 1),
+        ("queued", 2),
+    ]
+    assert statuses(conn) == ["pending", "queued"]
+
+
+@pytest.mark.parametrize("job_type", ["analysis", "analysis_held"])
+def test_an_admission_in_a_transaction_working_for_another_tenant_is_refused(
+    app, conn, job_type
+) -> None:
+    HELD_WORK.work.clear()
+    with app.transaction():
+        clamp_callers_transaction(app, "s")
+        with pytest.raises(TenantMismatch, match="works for tenant 's'"):
+            admit(app, "u1", job_type, {"doc": "a"}, tenant_id="t")
+    assert statuses(conn) == []
+    assert HELD_WORK.work == {}

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import weakref
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from http import HTTPStatus
@@ -48,6 +49,8 @@ log = logging.getLogger("fairqueue.api")
 # gives up sooner once the pool has failed to connect since it started waiting.
 POOL_WAIT_S: Final = 30.0
 POOL_POLL_S: Final = 0.2
+# A pooled connection idle longer than this is checked with a round trip before it is used.
+CHECK_AFTER_IDLE_S: Final = 1.0
 # How long the server waits on a silent client, mid-request or between two requests of a
 # kept-open connection, before it closes the connection.
 REQUEST_TIMEOUT_S: Final = 10
@@ -71,7 +74,11 @@ def api_pool_size(env: Mapping[str, str] | None = None) -> int:
 class ApiConnections:
     """The local server's connections: one ``psycopg_pool`` pool of at most ``size``, each
     connection set up as ``db.connect(autocommit=True, as_app_role=True)`` sets up its own
-    (dict rows, the application role) and checked before a request gets it.
+    (dict rows, the application role). A connection that has been idle longer than
+    ``check_after_idle_s`` is checked with a round trip before a request gets it, and replaced
+    when it is broken; one back from a request more recently is handed out as it is, so a busy
+    server does not pay a round trip per request to check what it just used (a connection
+    killed within that window fails its next request with 503 and is then replaced).
 
     A request that finds no connection free waits for one, up to ``POOL_WAIT_S``; but once
     the pool has failed to open a connection since it last opened one, the database is taken
@@ -79,8 +86,15 @@ class ApiConnections:
     request opened its own.
     """
 
-    def __init__(self, dsn: str | None, size: int) -> None:
+    def __init__(
+        self, dsn: str | None, size: int, *, check_after_idle_s: float = CHECK_AFTER_IDLE_S
+    ) -> None:
         target = resolve_dsn(dsn)
+        self._check_after_idle_s = check_after_idle_s
+        # When each connection last came back from a request.
+        self._returned_at: weakref.WeakKeyDictionary[Connection, float] = (
+            weakref.WeakKeyDictionary()
+        )
         settings: dict[str, Any] = {"autocommit": True, **connection_options()}
         if "application_name" not in conninfo_to_dict(target):
             settings["application_name"] = "fairqueue-api"
@@ -91,7 +105,7 @@ class ApiConnections:
             connection_class=FairqueueConnection,
             kwargs=settings,
             configure=self._configure,
-            check=ConnectionPool.check_connection,
+            check=self._check_if_idle,
             min_size=0,
             max_size=size,
             open=False,
@@ -104,12 +118,18 @@ class ApiConnections:
         work_as_app_role(conn, pooled=is_pooled())
         self._failures_at_connect = self._failures()
 
+    def _check_if_idle(self, conn: Connection) -> None:
+        returned_at = self._returned_at.get(conn)
+        if returned_at is None or monotonic() - returned_at > self._check_after_idle_s:
+            ConnectionPool.check_connection(conn)
+
     @contextmanager
     def connection(self) -> Iterator[Connection]:
         conn = self._take()
         try:
             yield conn
         finally:
+            self._returned_at[conn] = monotonic()
             self.pool.putconn(conn)
 
     def _take(self) -> FairqueueConnection:

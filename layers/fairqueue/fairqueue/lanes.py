@@ -22,7 +22,7 @@ from .inputs import check_label
 from .jobs import doorbell_of, prepare, ring_when_committed
 from .queries import query
 from .stage import known_stage
-from .tenancy import tenant_scope
+from .tenancy import mismatch, tenant_scope, transaction_unless_open
 
 # The classids of the two-key advisory lock form: lane locks and credit locks each live in a
 # key space of their own.
@@ -82,60 +82,77 @@ def admit(
     charge = stage.credit_cost if cost is None else cost
     if isinstance(charge, bool) or not isinstance(charge, int) or charge < 0:
         raise InvalidPayload(f"{job_type}: the credit cost must be a whole number >= 0")
-    with tenant_scope(conn, tenant_id):
-        # The lane's lock (and the balance's, when the job costs credits) is taken here and
-        # held until the transaction ends.
-        checks = _one(
-            conn,
-            "admission_checks",
-            {
-                "tenant_id": tenant_id,
-                "lane": lane,
-                "lane_lock": LANE_LOCK_NAMESPACE,
-                "lane_key": lock_key(tenant_id, lane),
-                "credit_lock": CREDIT_LOCK_NAMESPACE,
-                "credit_key": credit_lock_key(tenant_id),
-                "charge": charge,
-                "delta_of": delta_of,
-                "dedupe_key": dedupe_key,
-            },
-        )
-        job_id: UUID = checks["id"]
-        if not checks["delta_found"]:
-            raise UnknownJob(f"{job_type}: no job {delta_of} in this lane to re-check")
-        if charge and checks["balance"] < charge:
-            raise InsufficientCredit(
-                f"{job_type} costs {charge} credits; the balance is {checks['balance']}"
-            )
-        if checks["dedupe_taken"]:
-            raise DuplicateJob(f"{job_type}: an open job of this tenant has that dedupe key")
-        upstream_id = None
-        if stage.upstream is not None:
+    checks = {
+        "tenant_id": tenant_id,
+        "lane": lane,
+        "lane_lock": LANE_LOCK_NAMESPACE,
+        "lane_key": lock_key(tenant_id, lane),
+        "credit_lock": CREDIT_LOCK_NAMESPACE,
+        "credit_key": credit_lock_key(tenant_id),
+        "charge": charge,
+        "delta_of": delta_of,
+        "dedupe_key": dedupe_key,
+    }
+    job = {
+        "type": prepared.type,
+        "payload": Jsonb(prepared.payload),
+        "group_id": group_id,
+        "max_attempts": prepared.max_attempts,
+    }
+    # The checks take the lane's lock (and the balance's, when the job costs credits), held
+    # until the transaction ends.
+    if stage.upstream is None:
+        # One statement: on an autocommit connection, a transaction of its own.
+        row = _one(conn, "admission", checks | job)
+        _refuse(row, job_type, tenant_id, charge, delta_of)
+        job_id: UUID = row["id"]
+    else:
+        with transaction_unless_open(conn):
+            found = _one(conn, "admission_checks", checks)
+            _refuse(found, job_type, tenant_id, charge, delta_of)
+            job_id = found["id"]
             upstream_id = stage.upstream.create(job_type, prepared.payload, key=str(job_id))
-        row = conn.execute(
-            query("admission_insert"),
-            {
-                "id": job_id,
-                "type": prepared.type,
-                "payload": Jsonb(prepared.payload),
-                "tenant_id": tenant_id,
-                "group_id": group_id,
-                "dedupe_key": dedupe_key,
-                "max_attempts": prepared.max_attempts,
-                "lane": lane,
-                "delta_of": delta_of,
-                "cost": charge,
-                "upstream_id": upstream_id,
-                "status": "queued" if checks["busy"] else "pending",
-            },
-        ).fetchone()
-        if row is None:
-            # Only a plain enqueue of the same key racing this admission gets here; the held
-            # work created above is never released, so it never starts.
-            raise DuplicateJob(f"{job_type}: an open job of this tenant has that dedupe key")
+            row = conn.execute(
+                query("admission_insert"),
+                job
+                | {
+                    "id": job_id,
+                    "tenant_id": tenant_id,
+                    "dedupe_key": dedupe_key,
+                    "lane": lane,
+                    "delta_of": delta_of,
+                    "cost": charge,
+                    "upstream_id": upstream_id,
+                    "status": "queued" if found["busy"] else "pending",
+                },
+            ).fetchone() or {"status": None}
+    if row["status"] is None:
+        # Only a plain enqueue of the same key racing this admission gets here; held work
+        # created above is never released, so it never starts.
+        raise DuplicateJob(f"{job_type}: an open job of this tenant has that dedupe key")
     if row["status"] == "pending":
         ring_when_committed(conn, doorbell_of(job_type, tenant_id, job_id))
     return Admission(job_id=job_id, status=row["status"], place=row["place"])
+
+
+def _refuse(
+    found: dict[str, Any],
+    job_type: str,
+    tenant_id: str | None,
+    charge: int,
+    delta_of: UUID | None,
+) -> None:
+    """Raise what the admission's checks refused, in the order a click is told of it."""
+    if not found["matches"]:
+        raise mismatch(None if found["system"] else found["clamped_to"], tenant_id)
+    if not found["delta_found"]:
+        raise UnknownJob(f"{job_type}: no job {delta_of} in this lane to re-check")
+    if charge and found["balance"] < charge:
+        raise InsufficientCredit(
+            f"{job_type} costs {charge} credits; the balance is {found['balance']}"
+        )
+    if found["dedupe_taken"]:
+        raise DuplicateJob(f"{job_type}: an open job of this tenant has that dedupe key")
 
 
 def _one(conn: Connection, name: str, params: dict[str, Any]) -> dict[str, Any]:

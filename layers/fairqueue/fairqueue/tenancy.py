@@ -75,11 +75,26 @@ def mismatch(current: str | None, tenant_id: str | None) -> TenantMismatch:
     )
 
 
+def _no_transaction_open(conn: Connection) -> bool:
+    return conn.autocommit and conn.info.transaction_status == TransactionStatus.IDLE
+
+
+@contextmanager
+def transaction_unless_open(conn: Connection) -> Iterator[Connection]:
+    """A transaction of its own when the connection autocommits and none is open, else the
+    caller's, which then commits with the caller. Its statements clamp it themselves."""
+    if _no_transaction_open(conn):
+        with conn.transaction():
+            yield conn
+    else:
+        yield conn
+
+
 @contextmanager
 def tenant_scope(conn: Connection, tenant_id: str | None) -> Iterator[Connection]:
     """Work for ``tenant_id``: in a transaction of its own when none is open, else in the
     caller's (clamped by ``clamp_callers_transaction``), which then commits with the caller."""
-    if conn.autocommit and conn.info.transaction_status == TransactionStatus.IDLE:
+    if _no_transaction_open(conn):
         with tenant_transaction(conn, tenant_id):
             yield conn
     else:

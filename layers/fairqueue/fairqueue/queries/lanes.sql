@@ -5,9 +5,18 @@
 -- The two-key advisory lock form: its key space does not overlap the one-key form's.
 select pg_advisory_xact_lock(%(namespace)s, hashtext(%(key)s));
 
+-- name: admission
+-- A stage with no upstream service: checks and insert in one statement; status is NULL when
+-- nothing was admitted (sql/functions/admission.sql).
+select clamped_to, system, matches, id, delta_found, balance, busy, dedupe_taken, status, place
+  from fairqueue.admission(%(tenant_id)s, %(lane)s, %(lane_lock)s, %(lane_key)s,
+                           %(credit_lock)s, %(credit_key)s, %(charge)s, %(delta_of)s,
+                           %(dedupe_key)s, %(type)s, %(payload)s, %(group_id)s,
+                           %(max_attempts)s);
+
 -- name: admission_checks
--- Takes the lane's lock, and the balance's when charge > 0 (sql/functions/admission.sql).
-select id, delta_found, balance, busy, dedupe_taken
+-- Clamps, then takes the lane's lock, and the balance's when charge > 0.
+select clamped_to, system, matches, id, delta_found, balance, busy, dedupe_taken
   from fairqueue.admission_checks(%(tenant_id)s, %(lane)s, %(lane_lock)s, %(lane_key)s,
                                   %(credit_lock)s, %(credit_key)s, %(charge)s, %(delta_of)s,
                                   %(dedupe_key)s);
