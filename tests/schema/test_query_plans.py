@@ -263,6 +263,30 @@ def test_a_claim_right_after_a_bulk_enqueue_walks_on_fresh_statistics(conn) -> N
     assert served_read <= 10 * 100
 
 
+def test_a_claim_after_the_standings_outgrew_their_statistics_analyzes_them_first(conn) -> None:
+    """The standings last analyzed when a few groups had work make a claim over thousands of
+    groups read every standing (10,000 groups: 0.38 s a claim instead of 0.03 s); the claim
+    refreshes the statistics of every table it reads, not of jobs alone."""
+    conn.execute(
+        "insert into fairqueue.jobs (type, tenant_id, group_id)"
+        " select 'planned', 't' || (i % 4), 'few' || (i % 20) from generate_series(1, 200) i"
+    )
+    conn.execute("analyze fairqueue.jobs")
+    conn.execute("analyze fairqueue.served")
+    conn.execute(
+        "insert into fairqueue.jobs (type, tenant_id, group_id)"
+        " select 'planned', 't' || (i % 400), 'many' || i from generate_series(1, 16000) i"
+    )
+    standings = "select reltuples from pg_class where oid = 'fairqueue.served'::regclass"
+    assert conn.execute(standings).fetchone()["reltuples"] < 100
+    claimed = claim_batch(conn, "planned", batch=100, lease_s=60, locked_by="grown")
+    assert len(claimed) == 100
+    assert conn.execute(standings).fetchone()["reltuples"] >= 16000
+    jobs_read, served_read, _ = claim_reads(conn, 100)
+    assert jobs_read <= 10 * 100
+    assert served_read <= 10 * 100
+
+
 def test_the_claim_leaves_the_statistics_alone_while_the_table_is_being_vacuumed(
     conn, admin_dsn: str
 ) -> None:
