@@ -169,11 +169,17 @@ def test_shutdown_closes_connections_kept_open_without_waiting_for_them(dsn: str
         client.close()
 
 
-def wait_gone(conn: Connection, pid: int) -> None:
+def kill_its_idle_connection(connections: api.ApiConnections, conn: Connection) -> int:
+    """Use the pool's one connection, give it back, kill its backend and wait until it is gone;
+    the backend's pid."""
+    with connections.connection() as pooled:
+        killed = pooled.info.backend_pid
+    conn.execute("select pg_terminate_backend(%s)", [killed])
     deadline = time.monotonic() + 30
-    while conn.execute("select 1 from pg_stat_activity where pid = %s", [pid]).fetchone():
-        assert time.monotonic() < deadline, f"backend {pid} never went away"
+    while conn.execute("select 1 from pg_stat_activity where pid = %s", [killed]).fetchone():
+        assert time.monotonic() < deadline, f"backend {killed} never went away"
         time.sleep(0.02)
+    return killed
 
 
 def test_a_connection_killed_while_idle_past_the_window_is_replaced_unseen(
@@ -181,10 +187,7 @@ def test_a_connection_killed_while_idle_past_the_window_is_replaced_unseen(
 ) -> None:
     connections = api.ApiConnections(dsn, 1, check_after_idle_s=0.0)
     try:
-        with connections.connection() as pooled:
-            killed = pooled.info.backend_pid
-        conn.execute("select pg_terminate_backend(%s)", [killed])
-        wait_gone(conn, killed)
+        killed = kill_its_idle_connection(connections, conn)
         with connections.connection() as pooled:
             assert pooled.execute("select 1 as one").fetchone() == {"one": 1}
             assert pooled.info.backend_pid != killed
@@ -197,10 +200,7 @@ def test_a_connection_killed_within_the_window_fails_one_request_then_is_replace
 ) -> None:
     connections = api.ApiConnections(dsn, 1, check_after_idle_s=3600.0)
     try:
-        with connections.connection() as pooled:
-            killed = pooled.info.backend_pid
-        conn.execute("select pg_terminate_backend(%s)", [killed])
-        wait_gone(conn, killed)
+        killed = kill_its_idle_connection(connections, conn)
         with pytest.raises(psycopg.OperationalError), connections.connection() as pooled:
             pooled.execute("select 1")
         with connections.connection() as pooled:

@@ -242,7 +242,7 @@ def build_resolver(connections: Connections, names: ClaimNames | None = None) ->
         path = app.current_event.path
         route = route_of(path)
         if route is None:
-            raise ApiError(404, "not_found", f"no route {path}; see {OPENAPI_PATH}")
+            raise route_not_found(path)
         if route not in PUBLIC_ROUTES:
             caller()  # who asks comes first, as the gateway's authorizer would have it
         method, allowed = app.current_event.http_method.upper(), ROUTES[route]
@@ -250,15 +250,25 @@ def build_resolver(connections: Connections, names: ClaimNames | None = None) ->
             # The route takes the method, but the id held what no job id can hold.
             raw_id = path.split("/")[2]
             raise ApiError(400, "invalid_id", f"{raw_id!r} is not a job id (a UUID)")
-        raise ApiError(
-            405,
-            "method_not_allowed",
-            f"{method} is not allowed on {route}; use {' or '.join(allowed)}",
-            {"Allow": ", ".join(allowed)},
-        )
+        raise method_not_allowed(method, route)
 
     _answer_errors(app)
     return app
+
+
+def route_not_found(path: str) -> ApiError:
+    return ApiError(404, "not_found", f"no route {path}; see {OPENAPI_PATH}")
+
+
+def method_not_allowed(method: str, route: str) -> ApiError:
+    """The 405 of a method ``route`` does not take, with the methods it does in ``Allow``."""
+    allowed = ROUTES[route]
+    return ApiError(
+        405,
+        "method_not_allowed",
+        f"{method} is not allowed on {route}; use {' or '.join(allowed)}",
+        {"Allow": ", ".join(allowed)},
+    )
 
 
 def route_of(path: str) -> str | None:

@@ -27,7 +27,13 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from .api_auth import ClaimNames, identity_from_claims, verified_claims
 from .api_models import error_reply
-from .api_routes import PUBLIC_ROUTES, ROUTES, build_resolver, route_of
+from .api_routes import (
+    PUBLIC_ROUTES,
+    build_resolver,
+    method_not_allowed,
+    route_not_found,
+    route_of,
+)
 from .api_wsgi import wsgi_app
 from .db import (
     Connection,
@@ -204,16 +210,10 @@ class _Request(server.HTTPRequest):
             # Only CONNECT gets here: the resolver answers every other method.
             path = urlsplit(self.uri or b"").path.decode("latin-1")
             route = route_of(path)
-            if route is None:
-                reply = error_reply(404, "not_found", f"no route {path}")
-            else:
-                allowed = ROUTES[route]
-                reply = error_reply(
-                    405,
-                    "method_not_allowed",
-                    f"CONNECT is not allowed on {route}; use {' or '.join(allowed)}",
-                    {"Allow": ", ".join(allowed)},
-                )
+            refusal = (
+                route_not_found(path) if route is None else method_not_allowed("CONNECT", route)
+            )
+            reply = refusal.reply()
         body = json.dumps(reply.body, separators=(",", ":")).encode()
         phrase = HTTPStatus(reply.status).phrase
         lines = [

@@ -28,7 +28,7 @@ from .jobs import (
     stage_of,
 )
 from .queries import query
-from .tenancy import mismatch
+from .tenancy import mismatch_of
 
 Refusal = Literal["open", "repeated"]
 """Why a job of the call was not inserted: ``open``, an open job of the tenant (queued, pending
@@ -176,7 +176,7 @@ def insert_many(
         },
     ).fetchall()
     if not rows[0]["matches"]:
-        raise mismatch(None if rows[0]["system"] else rows[0]["clamped_to"], tenant_id)
+        raise mismatch_of(rows[0], tenant_id)
     ids: list[UUID | None] = [row["id"] for row in rows]
     assert len(ids) == len(jobs), "enqueue_many answers one row per job"
     return ids

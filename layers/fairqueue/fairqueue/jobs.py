@@ -19,7 +19,7 @@ from .inputs import check_attempts, check_delay, check_label, integral_numbers, 
 from .queries import query
 from .settings import Settings, settings
 from .stage import Stage, known_stage, known_types
-from .tenancy import mismatch
+from .tenancy import mismatch_of
 
 DEFAULT_MAX_PAYLOAD_BYTES = Settings.model_fields["max_payload_bytes"].default
 
@@ -160,7 +160,7 @@ def insert(conn: Connection, job: PreparedJob) -> UUID | None:
     ).fetchone()
     assert row is not None, "the enqueue statement answers one row"
     if not row["matches"]:
-        raise mismatch(None if row["system"] else row["clamped_to"], job.tenant_id)
+        raise mismatch_of(row, job.tenant_id)
     job_id = row["id"]
     assert job_id is None or isinstance(job_id, UUID)
     return job_id

@@ -22,7 +22,7 @@ from .inputs import check_label
 from .jobs import doorbell_of, prepare, ring_when_committed
 from .queries import query
 from .stage import known_stage
-from .tenancy import mismatch, tenant_scope, transaction_unless_open
+from .tenancy import mismatch_of, tenant_scope, transaction_unless_open
 
 # The classids of the two-key advisory lock form: lane locks and credit locks each live in a
 # key space of their own.
@@ -144,7 +144,7 @@ def _refuse(
 ) -> None:
     """Raise what the admission's checks refused, in the order a click is told of it."""
     if not found["matches"]:
-        raise mismatch(None if found["system"] else found["clamped_to"], tenant_id)
+        raise mismatch_of(found, tenant_id)
     if not found["delta_found"]:
         raise UnknownJob(f"{job_type}: no job {delta_of} in this lane to re-check")
     if charge and found["balance"] < charge:

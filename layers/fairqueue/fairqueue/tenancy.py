@@ -8,8 +8,9 @@ are visible only to a transaction that asked for the system clamp.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from typing import Any
 
 from psycopg.pq import TransactionStatus
 
@@ -65,6 +66,12 @@ def clamp_callers_transaction(conn: Connection, tenant_id: str | None) -> None:
     current = None if row["system"] else row["tenant_id"]
     if current != tenant_id:
         raise mismatch(current, tenant_id)
+
+
+def mismatch_of(clamp: Mapping[str, Any], tenant_id: str | None) -> TenantMismatch:
+    """The refusal of work for ``tenant_id`` given what ``fairqueue.clamp_unless_clamped`` said
+    the transaction is clamped to (``clamped_to`` and ``system``)."""
+    return mismatch(None if clamp["system"] else clamp["clamped_to"], tenant_id)
 
 
 def mismatch(current: str | None, tenant_id: str | None) -> TenantMismatch:
