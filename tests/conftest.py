@@ -1,6 +1,7 @@
 """Every test talks to a real Postgres: DATABASE_URL when set, else an embedded one.
 
 The schema is migrated once into a template database; each test gets a fresh clone of it.
+`make test` runs the suite in two processes (pytest-xdist), each with its own template.
 """
 
 from __future__ import annotations
@@ -56,13 +57,25 @@ def scratch_database(server_dsn: str, name: str) -> Iterator[str]:
             admin.execute(drop)
 
 
+# The suite may run in several processes (pytest-xdist), each with its own template, against
+# one server: roles are the server's, so what creates them goes one process at a time.
+ROLES_LOCK_KEY = 0x66710001
+
+
+@contextmanager
+def one_process_at_a_time(server_dsn: str) -> Iterator[None]:
+    with psycopg.connect(server_dsn, autocommit=True) as admin:
+        admin.execute("select pg_advisory_lock(%s)", (ROLES_LOCK_KEY,))
+        yield
+
+
 @pytest.fixture(scope="session")
 def template_db(server_dsn: str) -> Iterator[str]:
     name = f"fq_template_{os.getpid()}"
     with psycopg.connect(server_dsn, autocommit=True) as admin:
         admin.execute(sql.SQL("drop database if exists {}").format(sql.Identifier(name)))
         admin.execute(sql.SQL("create database {}").format(sql.Identifier(name)))
-    with connect(dsn_for(server_dsn, name)) as conn:
+    with one_process_at_a_time(server_dsn), connect(dsn_for(server_dsn, name)) as conn:
         migrate(conn)
     yield name
     with psycopg.connect(server_dsn, autocommit=True) as admin:
@@ -102,7 +115,8 @@ def pooler(server_dsn: str) -> Iterator[tuple[str, int] | None]:
     if not pooler_support.wanted():
         yield None
         return
-    local_pooler.create_login(server_dsn)
+    with one_process_at_a_time(server_dsn):
+        local_pooler.create_login(server_dsn)
     with local_pooler.pgbouncer(server_dsn) as address:
         yield address
 

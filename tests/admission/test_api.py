@@ -44,6 +44,9 @@ ALICE = api.mint_token(SECRET, tenant_id="acme", lane="alice")
 BOB = api.mint_token(SECRET, tenant_id="acme", lane="bob")
 MALLORY = api.mint_token(SECRET, tenant_id="evil", lane="alice")
 
+# A job id nobody has; fixed, so that every test process collects the same test ids.
+NO_SUCH_JOB = "0190b3d2-0000-7000-8000-000000000000"
+
 
 @pytest.fixture(autouse=True)
 def _api_settings(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -664,16 +667,16 @@ def test_a_declared_body_over_the_limit_is_refused_before_it_is_read(
         ("GET", "/jobs?page=2", 400, "invalid_query"),
         ("GET", "/jobs?lane=", 400, "invalid_query"),
         ("GET", "/jobs?lane=alice&lane=bob", 400, "invalid_query"),
-        ("GET", f"/jobs/{uuid4()}?verbose=1", 400, "invalid_query"),
+        ("GET", f"/jobs/{NO_SUCH_JOB}?verbose=1", 400, "invalid_query"),
         ("DELETE", "/jobs", 405, "method_not_allowed"),
-        ("PUT", f"/jobs/{uuid4()}", 405, "method_not_allowed"),
+        ("PUT", f"/jobs/{NO_SUCH_JOB}", 405, "method_not_allowed"),
         ("GET", "/queues", 404, "not_found"),
         ("GET", "/jobs/", 404, "not_found"),
         ("GET", "/jobs/not-a-uuid/result", 400, "invalid_id"),
         ("PUT", "/jobs/not-a-uuid/result", 400, "invalid_id"),
-        ("GET", f"/jobs/{uuid4()}/result?verbose=1", 400, "invalid_query"),
-        ("POST", f"/jobs/{uuid4()}/result", 405, "method_not_allowed"),
-        ("GET", f"/jobs/{uuid4()}/result/body", 404, "not_found"),
+        ("GET", f"/jobs/{NO_SUCH_JOB}/result?verbose=1", 400, "invalid_query"),
+        ("POST", f"/jobs/{NO_SUCH_JOB}/result", 405, "method_not_allowed"),
+        ("GET", f"/jobs/{NO_SUCH_JOB}/result/body", 404, "not_found"),
         # What no route's id pattern takes is still the route's: not a job id.
         ("GET", "/jobs/%00", 400, "invalid_id"),
         ("PUT", "/jobs/%00/result", 400, "invalid_id"),

@@ -364,7 +364,7 @@ def test_the_openapi_document_needs_no_authorizer(load_admit: LoadAdmit) -> None
     [
         ("DELETE", "/jobs", 405, "method_not_allowed"),
         ("GET", "/jobs/42", 400, "invalid_id"),
-        ("DELETE", f"/jobs/{uuid.uuid4()}/result", 405, "method_not_allowed"),
+        ("DELETE", "/jobs/0190b3d2-0000-7000-8000-000000000000/result", 405, "method_not_allowed"),
         ("PUT", "/jobs/42/result", 400, "invalid_id"),
     ],
 )
