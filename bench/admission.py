@@ -182,7 +182,7 @@ def _levels(
         watch = Watch(dsn, served.where, served.params)
         try:
             started, tallies = clients.run(
-                served.port,
+                [served.port],
                 JOB_TYPE,
                 tokens(level),
                 sizes.admission_warmup_s,
