@@ -17,16 +17,16 @@ is as big both ways: the most clients, within what the server's max_connections 
 server connections a way used are the most backends of the bench database seen in
 pg_stat_activity during a level (sampled every SAMPLE_S), those of the API server's login.
 
-One multi-threaded process direct opens only as many backends as it has transactions in
-flight, so it shows little of what the pooler saves. That saving is for many processes of one
+One multi-threaded process direct opens only as many backends as it has transactions in flight,
+so it shows little of what the pooler saves. That saving is for many processes of one
 connection each, which is how the API is deployed: Lambda runs one request at a time per
 container, each warm container holding one database connection. So both ways run again as a
 fleet (bench/api_fleet.py): at each level of `admission_fleet_clients`, as many API processes
-as clients, each with a pool of one and its connection already open, forked from one launcher
-that imported fairqueue once; client k posts to process k. A fleet direct needs a backend per
-process, more than the shared server's max_connections allows (which the bench never
-changes), so the fleets run on a private cluster the bench starts for them and deletes
-afterwards (bench/private_server.py), with room for twice the most clients.
+as clients, each with a pool of one and warmed by an admission of its own (its connection
+open), forked from one launcher that imported fairqueue once; client k posts to process k. A
+fleet direct needs a backend per process, more than the shared server's max_connections allows
+(which the bench never changes), so the fleets run on a private cluster the bench starts for
+them and deletes afterwards (bench/private_server.py), with room for twice the most clients.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ from fairqueue.stage import Job, Stage
 
 from . import database, pooled_pipelines
 from .admission_clients import Clients
-from .api_fleet import api_fleet
+from .api_fleet import WarmUp, api_fleet
 from .errors import BenchError
 from .pooled_pipelines import PipelineRun
 from .private_server import private_server
@@ -215,7 +215,7 @@ def _one_server(port: int) -> Callable[[int], AbstractContextManager[list[int]]]
 
 def _fleet(api_dsn: str, *, pooled: bool) -> Callable[[int], AbstractContextManager[list[int]]]:
     env = server_env(pooled=pooled)
-    return lambda clients: api_fleet(api_dsn, clients, env)
+    return lambda clients: api_fleet(api_dsn, clients, env, WarmUp(JOB_TYPE, TENANT))
 
 
 def _levels(

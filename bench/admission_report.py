@@ -134,8 +134,8 @@ def section(found: Admission, sizes: Sizes) -> list[str]:
         "",
         "The fleet rows serve each client from an API process of its own with one connection,"
         " as Lambda serves the API (a request at a time and a connection per warm container):"
-        " as many processes as clients, forked from one that imported fairqueue, each holding"
-        " its connection open before the level starts, on a private Postgres cluster the bench"
+        " as many processes as clients, forked from one that imported fairqueue, each warmed"
+        " by an admission of its own before the level, on a private Postgres cluster the bench"
         " starts from the embedded Postgres's binaries, with room for a backend per process"
         " (the shared server's max_connections is left as it is). Direct, each process holds a"
         f" backend; through PgBouncer they share its {POOLER_SERVER_CONNECTIONS}.",

@@ -4,11 +4,13 @@ answers one request at a time on one database connection, as a container does.
 ``python -m bench.api_fleet --dsn DSN --processes N --ports-file PATH`` is the launcher: it
 imports fairqueue and loads the stages (``FAIRQUEUE_STAGES``) once, then forks N children
 before opening any connection or thread, so they share the imported pages. Each child opens
-``fairqueue.api.ApiServer`` on a free loopback port with a pool of one, opens its connection
-(a warm container already holds it), reports its port through a pipe and answers until
-SIGTERM. The launcher writes the ports to PATH (JSON, in the children's order), then waits for
-SIGTERM, which it forwards to the children before reaping them. A child that fails or ends
-before then ends the fleet, with why on stderr.
+``fairqueue.api.ApiServer`` on a free loopback port with a pool of one, answers one admission
+of its own (a warm container has answered before: its connection is open, the backend's caches
+and the resolver's routes are warm, which costs a fresh process some tens of milliseconds that
+200 of them would otherwise spend inside the timed level), reports its port through a pipe and
+answers until SIGTERM. The launcher writes the ports to PATH (JSON, in the children's order),
+then waits for SIGTERM, which it forwards to the children before reaping them. A child that
+fails or ends before then ends the fleet, with why on stderr.
 
 The bench side is ``api_fleet``: the launcher in a session of its own (so the whole fleet can
 be killed together), its ports, and a BenchError when any of it died.
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import http.client
 import json
 import os
 import select
@@ -29,6 +32,7 @@ import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
@@ -43,30 +47,70 @@ START_S_PER_PROCESS = 0.5
 # Closing a child's server waits for the requests in flight (none, once the clients stopped).
 STOP_S = 30.0
 POLL_S = 0.1
+WARM_TIMEOUT_S = 60.0
 _TERM = {signal.SIGTERM}
+
+
+@dataclass(frozen=True)
+class WarmUp:
+    """The admission each process answers before it reports its port: a job of `job_type`
+    for `tenant`, each process in a lane of its own."""
+
+    job_type: str
+    tenant: str
 
 
 # The launcher and its children (in the launcher's process).
 
 
-def _serve_one(index: int, dsn: str, secret: str, report: int) -> int:
-    """A child: an ApiServer with a pool of one, its connection opened, until SIGTERM."""
+def _report(fd: int, line: str) -> None:
+    # One line, shorter than the pipe's atomic write, so reports do not interleave.
+    with suppress(OSError):
+        os.write(fd, (line.replace("\n", " ")[:400] + "\n").encode())
+
+
+def _admit_once(port: int, secret: str, warm: WarmUp, index: int) -> None:
+    """POST /jobs to this process's own server, through HTTP as the clients will."""
+    token = api.mint_token(secret, tenant_id=warm.tenant, lane=f"warm-{index}", ttl_s=600)
+    body = json.dumps({"type": warm.job_type, "payload": {"warm": index}})
+    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=WARM_TIMEOUT_S)
+    try:
+        conn.request("POST", "/jobs", body=body, headers=headers)
+        response = conn.getresponse()
+        answer = response.read()
+    finally:
+        conn.close()
+    if response.status != 202:
+        raise BenchError(f"its warm-up admission was answered {response.status} {answer[:200]!r}")
+
+
+def _serve_one(index: int, dsn: str, secret: str, warm: WarmUp, report: int) -> int:
+    """A child: an ApiServer with a pool of one, warmed by one admission, until SIGTERM."""
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.pthread_sigmask(signal.SIG_UNBLOCK, _TERM)
+    failed: list[str] = []
+
+    def warm_then_report(port: int) -> None:
+        try:
+            _admit_once(port, secret, warm, index)
+        except Exception as exc:
+            failed.append(repr(exc))
+            _report(report, f"{index} failed {exc!r}")
+            stop.set()
+        else:
+            _report(report, f"{index} {port}")
+
     try:
         with api.ApiServer(("127.0.0.1", 0), dsn, secret=secret, pool_size=1) as server:
-            with server.connections.connection() as conn:
-                conn.execute("select 1")
-            os.write(report, f"{index} {server.server_address[1]}\n".encode())
+            port = server.server_address[1]
+            threading.Thread(target=warm_then_report, args=(port,), daemon=True).start()
             server.serve_until(stop)
     except BaseException as exc:
-        # One line, shorter than the pipe's atomic write, so reports do not interleave.
-        why = repr(exc).replace("\n", " ")[:400]
-        with suppress(OSError):
-            os.write(report, f"{index} failed {why}\n".encode())
+        _report(report, f"{index} failed {exc!r}")
         return 1
-    return 0
+    return 1 if failed else 0
 
 
 def _ended(children: dict[int, int]) -> str | None:
@@ -100,12 +144,12 @@ def _collect_ports(read_end: int, children: dict[int, int], timeout_s: float) ->
             for line in lines:
                 index, _, rest = line.decode(errors="replace").partition(" ")
                 if not rest.isdigit():
-                    why = rest.removeprefix("failed ")
-                    raise BenchError(f"API process {index} did not start: {why}")
+                    failure = rest.removeprefix("failed ")
+                    raise BenchError(f"API process {index} did not start: {failure}")
                 ports[int(index)] = int(rest)
-        why = _ended(children)
-        if why is not None:
-            raise BenchError(why)
+        ended = _ended(children)
+        if ended is not None:
+            raise BenchError(ended)
     return [ports[k] for k in sorted(ports)]
 
 
@@ -125,7 +169,7 @@ def _stop_children(children: dict[int, int]) -> None:
             os.waitpid(pid, 0)
 
 
-def launch(dsn: str, processes: int, ports_file: Path, timeout_s: float) -> int:
+def launch(dsn: str, processes: int, warm: WarmUp, ports_file: Path, timeout_s: float) -> int:
     """The launcher: fork the fleet, write its ports, serve until SIGTERM; 0, or 1 when a
     child failed or ended first."""
     function.load_stages()  # registers the stages' job types, as `serve` does
@@ -143,7 +187,7 @@ def launch(dsn: str, processes: int, ports_file: Path, timeout_s: float) -> int:
             code = 1
             try:
                 os.close(read_end)
-                code = _serve_one(index, dsn, secret, write_end)
+                code = _serve_one(index, dsn, secret, warm, write_end)
             finally:
                 os._exit(code)  # never back into the launcher's loop
         children[pid] = index
@@ -176,19 +220,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.api_fleet", description=__doc__)
     parser.add_argument("--dsn", required=True)
     parser.add_argument("--processes", type=int, required=True)
+    parser.add_argument("--warm-job-type", required=True)
+    parser.add_argument("--warm-tenant", required=True)
     parser.add_argument("--ports-file", type=Path, required=True)
     parser.add_argument("--start-timeout", type=float, default=START_S)
     args = parser.parse_args(argv)
-    return launch(args.dsn, args.processes, args.ports_file, args.start_timeout)
+    warm = WarmUp(args.warm_job_type, args.warm_tenant)
+    return launch(args.dsn, args.processes, warm, args.ports_file, args.start_timeout)
 
 
 # The bench's side.
 
 
 def _tail(log: IO[bytes]) -> str:
+    """Why the launcher says the fleet failed, else the end of what its processes wrote."""
     log.seek(0)
     lines = log.read().decode(errors="replace").strip().splitlines()
-    return " | ".join(lines[-3:]) or "no output"
+    own = [line for line in lines if line.startswith("api_fleet:")]
+    return " | ".join(own or lines[-3:]) or "no output"
 
 
 def _wait_ports(process: subprocess.Popen[Any], ports_file: Path, timeout_s: float) -> list[int]:
@@ -218,11 +267,13 @@ def _stop_launcher(process: subprocess.Popen[Any]) -> int:
 
 
 @contextmanager
-def api_fleet(dsn: str, processes: int, env: Mapping[str, str]) -> Iterator[list[int]]:
+def api_fleet(
+    dsn: str, processes: int, env: Mapping[str, str], warm: WarmUp
+) -> Iterator[list[int]]:
     """`processes` one-connection API processes on `dsn`, with `env` (the secret, the stages,
-    the pooler setting), until the block ends; their ports. Raises BenchError, with the end of
-    the launcher's log, when the fleet does not start or, at the block's end, when any of it
-    has died."""
+    the pooler setting), each warmed by one admission, until the block ends; their ports.
+    Raises BenchError, with the end of the launcher's log, when the fleet does not start or, at
+    the block's end, when any of it has died."""
     timeout_s = START_S + START_S_PER_PROCESS * processes
     with (
         tempfile.TemporaryDirectory(prefix="fairqueue-bench-fleet-") as scratch,
@@ -232,6 +283,7 @@ def api_fleet(dsn: str, processes: int, env: Mapping[str, str]) -> Iterator[list
         command = [
             *(sys.executable, "-m", "bench.api_fleet", "--dsn", dsn),
             *("--processes", str(processes), "--ports-file", str(ports_file)),
+            *("--warm-job-type", warm.job_type, "--warm-tenant", warm.tenant),
             *("--start-timeout", str(timeout_s)),
         ]
         process = subprocess.Popen(
