@@ -205,7 +205,7 @@ def _admission(results: Results) -> list[Target]:
         )
     # The pooler's saving is for many processes of one connection each, as the API runs on
     # Lambda: one multi-threaded process direct opens only as many as it has requests in flight.
-    most = max(results.sizes.admission_fleet_clients)
+    most = max(results.sizes.admission_fleet_clients, default=0)
     pooled, direct = found.level("fleet_pooled", most), found.level("fleet", most)
     share, connections = admission_report.MIN_POOLED_SHARE, admission_report.SERVER_CONNECTION_SHARE
     if pooled is not None and direct is not None and direct.per_s and pooled.per_s:
