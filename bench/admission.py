@@ -1,4 +1,5 @@
-"""Admission: POST /jobs against the local admission API, direct and through PgBouncer.
+"""Admission: POST /jobs against the local admission API, direct and through PgBouncer, from
+one API process and from a fleet of them.
 
 The API server is ``fairqueue serve --role api`` in a subprocess of its own (its GIL is not
 the load generator's), with this module's STAGES (``FAIRQUEUE_STAGES=bench.admission:STAGES``):
@@ -15,6 +16,17 @@ through PgBouncer in transaction mode with POOLER_SERVER_CONNECTIONS server conn
 is as big both ways: the most clients, within what the server's max_connections leaves. The
 server connections a way used are the most backends of the bench database seen in
 pg_stat_activity during a level (sampled every SAMPLE_S), those of the API server's login.
+
+One multi-threaded process direct opens only as many backends as it has transactions in flight,
+so it shows little of what the pooler saves. That saving is for many processes of one
+connection each, which is how the API is deployed: Lambda runs one request at a time per
+container, each warm container holding one database connection. So both ways run again as a
+fleet (bench/api_fleet.py): at each level of `admission_fleet_clients`, as many API processes
+as clients, each with a pool of one and warmed by an admission of its own (its connection
+open), forked from one launcher that imported fairqueue once; client k posts to process k. A
+fleet direct needs a backend per process, more than the shared server's max_connections allows
+(which the bench never changes), so the fleets run on a private cluster the bench starts for
+them and deletes afterwards (bench/private_server.py), with room for twice the most clients.
 """
 
 from __future__ import annotations
@@ -25,7 +37,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,13 +47,15 @@ from psycopg.conninfo import make_conninfo
 
 from fairqueue import local_pooler
 from fairqueue.api import ClaimNames, mint_token
-from fairqueue.db import Connection
+from fairqueue.db import Connection, connect
 from fairqueue.stage import Job, Stage
 
 from . import database, pooled_pipelines
 from .admission_clients import Clients
+from .api_fleet import WarmUp, api_fleet
 from .errors import BenchError
 from .pooled_pipelines import PipelineRun
+from .private_server import private_server
 from .sizes import Sizes
 from .ways import WAY_TITLES, Watch, Way
 
@@ -50,10 +64,20 @@ TENANT = "bench-admission"
 # A throwaway secret: the server and the tokens live only for the bench.
 SECRET = "bench-admission-secret-0123456789abcdef"
 APP_NAME = "fairqueue-bench-api"
+# Which backends are an API's server connections: by application name direct, by login
+# through the pooler.
+APP_WHERE = "application_name = %s"
+LOGIN_WHERE = "usename = %s"
 POOLER_SERVER_CONNECTIONS = 10
 # Backends left free beside the server's pool: the bench's own, PgBouncer's, anyone else's.
 HEADROOM = 15
 SERVER_START_S = 60.0
+# The private cluster's max_connections, per client at the most clients and some more: a
+# backend for each process of the direct fleet, and room to spare (the bench's own, PgBouncer's,
+# backends not yet gone after a fleet stopped).
+FLEET_CONNECTIONS_PER_CLIENT = 2
+FLEET_SPARE_CONNECTIONS = 50
+FLEET_WAYS: tuple[Way, ...] = ("fleet", "fleet_pooled")
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -68,7 +92,9 @@ STAGES = [Stage(JOB_TYPE, handler=noop, clients_may_admit=True)]
 class Level:
     way: Way
     clients: int
-    # The API server's pool (FAIRQUEUE_API_POOL_SIZE) and, through the pooler, its cap.
+    # The API processes (one, or a fleet of one per client) and each one's pool
+    # (FAIRQUEUE_API_POOL_SIZE; through the pooler, its cap).
+    processes: int
     pool_size: int
     seconds: float
     admitted: int
@@ -96,7 +122,21 @@ class Admission:
         return next((r for r in self.levels if (r.way, r.clients) == (way, clients)), None)
 
 
-# The API server, in a process of its own.
+# The API server, in a process of its own, or a fleet of them.
+
+
+def server_env(*, pooled: bool) -> dict[str, str]:
+    """What an API process of the bench runs with: the secret, these stages, the pooler."""
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+        "FAIRQUEUE_API_SECRET": SECRET,
+        "FAIRQUEUE_STAGES": "bench.admission:STAGES",
+    }
+    env.pop("FAIRQUEUE_POOLER", None)
+    if pooled:
+        env["FAIRQUEUE_POOLER"] = "transaction"
+    return env
 
 
 @contextmanager
@@ -105,17 +145,11 @@ def api_server(dsn: str, pool_size: int, *, pooled: bool) -> Iterator[int]:
     BenchError with the end of its log when it does not come up."""
     port = local_pooler.free_port()
     env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
-        "FAIRQUEUE_API_SECRET": SECRET,
+        **server_env(pooled=pooled),
         "FAIRQUEUE_API_HOST": "127.0.0.1",
         "FAIRQUEUE_API_PORT": str(port),
         "FAIRQUEUE_API_POOL_SIZE": str(pool_size),
-        "FAIRQUEUE_STAGES": "bench.admission:STAGES",
     }
-    env.pop("FAIRQUEUE_POOLER", None)
-    if pooled:
-        env["FAIRQUEUE_POOLER"] = "transaction"
     command = [sys.executable, "-m", "fairqueue", "--database-url", dsn, "serve", "--role", "api"]
     with tempfile.TemporaryFile() as log:
         process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=log)
@@ -160,41 +194,57 @@ def percentile(values: list[float], share: float) -> float:
 
 @dataclass(frozen=True)
 class Served:
-    """An API server up for one way: its port, and which backends of the bench database are
-    its server connections."""
+    """How one way is served: the ports a level's clients post to, while its block lasts (one
+    API server's, or a fleet's of as many processes as clients), and which backends of the
+    database `dsn` are its server connections."""
 
     way: Way
-    port: int
+    ports: Callable[[int], AbstractContextManager[list[int]]]
+    dsn: str
     where: str
     params: tuple[Any, ...]
+    # Each API process's pool.
+    pool_size: int
+    # A process per client, or one for them all.
+    fleet: bool = False
+
+
+def _one_server(port: int) -> Callable[[int], AbstractContextManager[list[int]]]:
+    return lambda clients: nullcontext([port])
+
+
+def _fleet(api_dsn: str, *, pooled: bool) -> Callable[[int], AbstractContextManager[list[int]]]:
+    env = server_env(pooled=pooled)
+    return lambda clients: api_fleet(api_dsn, clients, env, WarmUp(JOB_TYPE, TENANT))
 
 
 def _levels(
     served: Served,
-    dsn: str,
-    pool: int,
+    levels: tuple[int, ...],
     clients: Clients,
     sizes: Sizes,
     progress: Callable[[str], None],
 ) -> list[Level]:
     found = []
-    for level in sizes.admission_clients:
-        watch = Watch(dsn, served.where, served.params)
-        try:
-            started, tallies = clients.run(
-                served.port,
-                JOB_TYPE,
-                tokens(level),
-                sizes.admission_warmup_s,
-                sizes.admission_seconds,
-            )
-        finally:
-            most = watch.stop()
+    for level in levels:
+        with served.ports(level) as ports:
+            watch = Watch(served.dsn, served.where, served.params)
+            try:
+                started, tallies = clients.run(
+                    ports,
+                    JOB_TYPE,
+                    tokens(level),
+                    sizes.admission_warmup_s,
+                    sizes.admission_seconds,
+                )
+            finally:
+                most = watch.stop()
         latencies = [ms for t in tallies for ms in t.latencies_ms]
         run = Level(
             way=served.way,
             clients=level,
-            pool_size=pool,
+            processes=level if served.fleet else 1,
+            pool_size=served.pool_size,
             seconds=max([started, *(t.last_finish for t in tallies)]) - started,
             admitted=sum(t.admitted for t in tallies),
             errors=sum(t.errors for t in tallies),
@@ -211,39 +261,91 @@ def _levels(
     return found
 
 
-def measure(conn: Connection, dsn: str, sizes: Sizes, progress: Callable[[str], None]) -> Admission:
-    """Every level both ways (the pooled ones skipped, with why, where PgBouncer cannot run
-    or reach the server), then the pipelines both ways while the pooler is up; fairqueue's
-    tables are left empty."""
+def _single_process(
+    conn: Connection, dsn: str, clients: Clients, sizes: Sizes, progress: Callable[[str], None]
+) -> Admission:
+    """One API server, both ways, in the bench database; then the pipelines both ways."""
     pool = pool_size(conn, max(sizes.admission_clients))
     levels: list[Level] = []
     skipped: dict[Way, str] = {}
-    clients = Clients()
-    try:
-        database.reset(conn)
-        direct_dsn = make_conninfo(dsn, application_name=APP_NAME)
-        with api_server(direct_dsn, pool, pooled=False) as port:
-            served = Served("direct", port, "application_name = %s", (APP_NAME,))
-            levels += _levels(served, dsn, pool, clients, sizes, progress)
-        database.reset(conn)
-        with ExitStack() as stack:
-            pooled_dsn: str | None = None
-            try:
-                local_pooler.create_login(dsn)
-                host, bouncer = stack.enter_context(
-                    local_pooler.pgbouncer(dsn, server_connections=POOLER_SERVER_CONNECTIONS)
-                )
-                pooled_dsn = local_pooler.pooled_dsn(dsn, host, bouncer)
-                port = stack.enter_context(api_server(pooled_dsn, pool, pooled=True))
-            except (local_pooler.PoolerUnavailable, BenchError, psycopg.Error) as exc:
-                skipped["pooled"] = str(exc)
-                pooled_dsn = None
-                progress(f"admission through PgBouncer skipped: {exc}")
-            else:
-                served = Served("pooled", port, "usename = %s", (local_pooler.POOLED_LOGIN,))
-                levels += _levels(served, dsn, pool, clients, sizes, progress)
-            drained = pooled_pipelines.drain(conn, dsn, pooled_dsn, sizes, progress)
-    finally:
-        clients.close()
+    database.reset(conn)
+    direct_dsn = make_conninfo(dsn, application_name=APP_NAME)
+    with api_server(direct_dsn, pool, pooled=False) as port:
+        served = Served("direct", _one_server(port), dsn, APP_WHERE, (APP_NAME,), pool)
+        levels += _levels(served, sizes.admission_clients, clients, sizes, progress)
+    database.reset(conn)
+    with ExitStack() as stack:
+        pooled_dsn: str | None = None
+        try:
+            local_pooler.create_login(dsn)
+            host, bouncer = stack.enter_context(
+                local_pooler.pgbouncer(dsn, server_connections=POOLER_SERVER_CONNECTIONS)
+            )
+            pooled_dsn = local_pooler.pooled_dsn(dsn, host, bouncer)
+            port = stack.enter_context(api_server(pooled_dsn, pool, pooled=True))
+        except (local_pooler.PoolerUnavailable, BenchError, psycopg.Error) as exc:
+            skipped["pooled"] = str(exc)
+            pooled_dsn = None
+            progress(f"admission through PgBouncer skipped: {exc}")
+        else:
+            login = (local_pooler.POOLED_LOGIN,)
+            served = Served("pooled", _one_server(port), dsn, LOGIN_WHERE, login, pool)
+            levels += _levels(served, sizes.admission_clients, clients, sizes, progress)
+        drained = pooled_pipelines.drain(conn, dsn, pooled_dsn, sizes, progress)
     database.reset(conn)
     return Admission(levels=levels, skipped=skipped, pipelines=drained)
+
+
+def _fleets(clients: Clients, sizes: Sizes, progress: Callable[[str], None]) -> Admission:
+    """Both fleet ways, on a private cluster with a backend for each process and to spare
+    (the shared server's max_connections is not the bench's to change)."""
+    levels = sizes.admission_fleet_clients
+    if not levels:
+        return Admission(levels=[])
+    room = FLEET_CONNECTIONS_PER_CLIENT * max(levels) + FLEET_SPARE_CONNECTIONS
+    with ExitStack() as stack:
+        try:
+            server = stack.enter_context(private_server(room))
+            dsn = stack.enter_context(database.own_database(server))
+            database.prepare(dsn)
+            conn = stack.enter_context(connect(dsn, autocommit=True))
+        except (BenchError, psycopg.Error) as exc:
+            progress(f"admission fleets skipped: {exc}")
+            return Admission(levels=[], skipped=dict.fromkeys(FLEET_WAYS, str(exc)))
+        api_dsn = make_conninfo(dsn, application_name=APP_NAME)
+        ports = _fleet(api_dsn, pooled=False)
+        direct = Served("fleet", ports, dsn, APP_WHERE, (APP_NAME,), pool_size=1, fleet=True)
+        found = _levels(direct, levels, clients, sizes, progress)
+        database.reset(conn)
+        try:
+            local_pooler.create_login(dsn)
+            host, bouncer = stack.enter_context(
+                local_pooler.pgbouncer(dsn, server_connections=POOLER_SERVER_CONNECTIONS)
+            )
+        except (local_pooler.PoolerUnavailable, psycopg.Error) as exc:
+            progress(f"admission fleet through PgBouncer skipped: {exc}")
+            return Admission(levels=found, skipped={"fleet_pooled": str(exc)})
+        pooled_dsn = local_pooler.pooled_dsn(dsn, host, bouncer)
+        login = (local_pooler.POOLED_LOGIN,)
+        ports = _fleet(pooled_dsn, pooled=True)
+        pooled = Served("fleet_pooled", ports, dsn, LOGIN_WHERE, login, pool_size=1, fleet=True)
+        found += _levels(pooled, levels, clients, sizes, progress)
+    return Admission(levels=found)
+
+
+def measure(conn: Connection, dsn: str, sizes: Sizes, progress: Callable[[str], None]) -> Admission:
+    """Every level both ways with one API server (the pooled ones skipped, with why, where
+    PgBouncer cannot run or reach the server), then the pipelines both ways while the pooler
+    is up, then every level both ways with a fleet on a private cluster (skipped, with why,
+    where that cannot start); fairqueue's tables are left empty."""
+    clients = Clients()
+    try:
+        single = _single_process(conn, dsn, clients, sizes, progress)
+        fleets = _fleets(clients, sizes, progress)
+    finally:
+        clients.close()
+    return Admission(
+        levels=single.levels + fleets.levels,
+        skipped=single.skipped | fleets.skipped,
+        pipelines=single.pipelines,
+    )

@@ -3,6 +3,7 @@ generator shares no GIL with the API server (nor, much, with itself).
 
 Each client is a thread with its own token (its own lane) and one http.client connection,
 posting one job after another; every answer other than 202 is an error, kept with an example.
+Client k of a level posts to ports[k % len(ports)]: one API process, or its own in a fleet.
 """
 
 from __future__ import annotations
@@ -24,9 +25,10 @@ REQUEST_TIMEOUT_S = 60.0
 
 @dataclass(frozen=True)
 class Task:
-    port: int
     job_type: str
     tokens: list[str]
+    # The port each token's client posts to.
+    ports: list[int]
     start_at: float
     measure_from: float
     stop_at: float
@@ -42,10 +44,10 @@ class Tally:
     failure: str | None = None
 
 
-def _client(task: Task, token: str, lane: int, into: Tally) -> None:
+def _client(task: Task, token: str, port: int, lane: int, into: Tally) -> None:
     """One client: POST /jobs one after another on its kept-open connection until stop_at;
     after a failure http.client opens it again."""
-    conn = http.client.HTTPConnection("127.0.0.1", task.port, timeout=REQUEST_TIMEOUT_S)
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=REQUEST_TIMEOUT_S)
     headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
     time.sleep(max(0.0, task.start_at - time.monotonic()))
     n = 0
@@ -78,7 +80,9 @@ def _client(task: Task, token: str, lane: int, into: Tally) -> None:
 def _run(task: Task, lane_base: int) -> Tally:
     tallies = [Tally() for _ in task.tokens]
     threads = [
-        threading.Thread(target=_client, args=(task, token, lane_base + k, tallies[k]))
+        threading.Thread(
+            target=_client, args=(task, token, task.ports[k], lane_base + k, tallies[k])
+        )
         for k, token in enumerate(task.tokens)
     ]
     for thread in threads:
@@ -119,17 +123,20 @@ class Clients:
             p.start()
 
     def run(
-        self, port: int, job_type: str, tokens: list[str], warmup_s: float, seconds: float
+        self, ports: list[int], job_type: str, tokens: list[str], warmup_s: float, seconds: float
     ) -> tuple[float, list[Tally]]:
-        """Each process's tally, and when the timed part started."""
+        """Each process's tally, and when the timed part started; client k (of `tokens`)
+        posts to ports[k % len(ports)]."""
         # time.monotonic is system-wide on Linux: every process starts at the same instant.
         start_at = time.monotonic() + 0.2
         measure_from = start_at + warmup_s
         sent = 0
+        step = len(self.tasks)
         for k, q in enumerate(self.tasks):
-            share = tokens[k :: len(self.tasks)]
+            share = tokens[k::step]
             if share:
-                q.put(Task(port, job_type, share, start_at, measure_from, measure_from + seconds))
+                to = [ports[i % len(ports)] for i in range(k, len(tokens), step)]
+                q.put(Task(job_type, share, to, start_at, measure_from, measure_from + seconds))
                 sent += 1
         found: list[Tally] = []
         deadline = start_at + warmup_s + seconds + REQUEST_TIMEOUT_S + 30

@@ -8,10 +8,11 @@ from . import pooled_pipelines
 from .admission import POOLER_SERVER_CONNECTIONS, Admission, Level
 from .formats import table
 from .sizes import Sizes
-from .ways import WAY_TITLES, WAYS
+from .ways import POOLED_VERSUS, WAY_TITLES, WAYS
 
 # The issue's targets (bench/targets.py reports them): more clients admit at least as fast
-# as one, within this p99; the pooler keeps this share of direct's rate.
+# as one, within this p99 (one API process, direct); the pooler keeps this share of direct's
+# rate with this share of its server connections (fleets, at the most clients).
 MAX_P99_MS = 100.0
 CLIENTS_COMPARED = (1, 16)
 MIN_POOLED_SHARE = 0.8
@@ -28,15 +29,41 @@ def over_one_client(found: Admission, row: Level) -> float | None:
     return row.per_s / one.per_s if one and one.per_s else None
 
 
-def pooled_over_direct(found: Admission, clients: int) -> float | None:
-    """Admissions/s through PgBouncer over direct, at the same clients."""
-    pooled, direct = found.level("pooled", clients), found.level("direct", clients)
-    return pooled.per_s / direct.per_s if pooled and direct and direct.per_s else None
+def direct_of(found: Admission, row: Level) -> Level | None:
+    """The row a row through PgBouncer is compared with: the same API processes and clients,
+    direct; None for a direct row."""
+    way = POOLED_VERSUS.get(row.way)
+    return found.level(way, row.clients) if way else None
+
+
+def pooled_over_direct(found: Admission, row: Level) -> float | None:
+    """A row's admissions/s through PgBouncer over direct's, at the same clients."""
+    direct = direct_of(found, row)
+    return row.per_s / direct.per_s if direct and direct.per_s else None
+
+
+def connections_pooled_over_direct(found: Admission, row: Level) -> float | None:
+    """A row's server connections through PgBouncer over direct's, at the same clients."""
+    direct = direct_of(found, row)
+    return (
+        row.server_connections / direct.server_connections
+        if direct and direct.server_connections
+        else None
+    )
+
+
+def server_connections(row: Level) -> str:
+    """The most server connections, beside the connections its API processes could hold."""
+    pools = (
+        f"{row.processes} x pool {row.pool_size}" if row.processes > 1 else f"pool {row.pool_size}"
+    )
+    return f"{row.server_connections} ({pools})"
 
 
 def as_json(found: Admission, sizes: Sizes) -> dict[str, Any]:
     return {
         "clients": list(sizes.admission_clients),
+        "fleet_clients": list(sizes.admission_fleet_clients),
         "warmup_s": sizes.admission_warmup_s,
         "seconds": sizes.admission_seconds,
         "pooler_server_connections": POOLER_SERVER_CONNECTIONS,
@@ -46,6 +73,7 @@ def as_json(found: Admission, sizes: Sizes) -> dict[str, Any]:
                 "way": row.way,
                 "title": WAY_TITLES[row.way],
                 "clients": row.clients,
+                "api_processes": row.processes,
                 "api_pool_size": row.pool_size,
                 "seconds": round(row.seconds, 4),
                 "admitted": row.admitted,
@@ -56,9 +84,10 @@ def as_json(found: Admission, sizes: Sizes) -> dict[str, Any]:
                 "error_example": row.error_example,
                 "server_connections": row.server_connections,
                 "ratio_to_one_client": _rounded(over_one_client(found, row)),
-                "ratio_pooled_to_direct": _rounded(pooled_over_direct(found, row.clients))
-                if row.way == "pooled"
-                else None,
+                "ratio_pooled_to_direct": _rounded(pooled_over_direct(found, row)),
+                "server_connections_pooled_to_direct": _rounded(
+                    connections_pooled_over_direct(found, row)
+                ),
             }
             for row in found.levels
         ],
@@ -67,12 +96,13 @@ def as_json(found: Admission, sizes: Sizes) -> dict[str, Any]:
 
 
 def section(found: Admission, sizes: Sizes) -> list[str]:
-    """The report's admission table: every level, direct then pooled."""
+    """The report's admission table: every level, one API process direct and through
+    PgBouncer, then a fleet of them both ways."""
     ordered = sorted(found.levels, key=lambda r: (r.clients, WAYS.index(r.way)))
     rows = []
     for row in ordered:
         one = over_one_client(found, row)
-        pooled = pooled_over_direct(found, row.clients) if row.way == "pooled" else None
+        pooled = pooled_over_direct(found, row)
         rows.append(
             [
                 str(row.clients),
@@ -81,12 +111,12 @@ def section(found: Admission, sizes: Sizes) -> list[str]:
                 f"{row.p50_ms:.1f}",
                 f"{row.p99_ms:.1f}",
                 f"{row.errors:,}",
-                f"{row.server_connections} (pool {row.pool_size})",
+                server_connections(row),
                 f"{one:.2f}" if one is not None else "-",
                 f"{pooled:.2f}" if pooled is not None else "-",
             ]
         )
-    pool = ordered[0].pool_size if ordered else 0
+    pool = next((r.pool_size for r in ordered if r.processes == 1), 0)
     lines = [
         "### Admission: POST /jobs through the local API, direct and through PgBouncer",
         "",
@@ -101,6 +131,14 @@ def section(found: Admission, sizes: Sizes) -> list[str]:
         " it logs in as a member of fairqueue_app with FAIRQUEUE_POOLER=transaction. Server"
         " connections are the most backends of the bench database the server's login held"
         " at once (pg_stat_activity, sampled). Errors are answers other than 202.",
+        "",
+        "The fleet rows serve each client from an API process of its own with one connection,"
+        " as Lambda serves the API (a request at a time and a connection per warm container):"
+        " as many processes as clients, forked from one that imported fairqueue, each warmed"
+        " by an admission of its own before the level, on a private Postgres cluster the bench"
+        " starts from the embedded Postgres's binaries, with room for a backend per process"
+        " (the shared server's max_connections is left as it is). Direct, each process holds a"
+        f" backend; through PgBouncer they share its {POOLER_SERVER_CONNECTIONS}.",
         "",
         *table(
             [

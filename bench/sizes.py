@@ -69,6 +69,9 @@ class Sizes:
     # Admission (bench/admission.py): POST /jobs at each count of concurrent clients, each
     # client admitting untimed for the warm-up, then for the timed seconds.
     admission_clients: tuple[int, ...]
+    # The same with a fleet of one-connection API processes, one per client (bench/api_fleet.py);
+    # each level starts a fleet, so the smoke run keeps to the smallest.
+    admission_fleet_clients: tuple[int, ...]
     admission_warmup_s: float
     admission_seconds: float
     # run_pipeline processes draining `throughput_jobs` direct and through PgBouncer
@@ -121,6 +124,7 @@ FULL = Sizes(
     enqueue_jobs=10_000,
     enqueue_batch=1_000,
     admission_clients=(1, 16, 200),
+    admission_fleet_clients=(1, 16, 200),
     admission_warmup_s=2.0,
     admission_seconds=10.0,
     pooled_pipelines=8,
@@ -163,6 +167,7 @@ SMOKE = Sizes(
     enqueue_jobs=30,
     enqueue_batch=10,
     admission_clients=(1, 16),
+    admission_fleet_clients=(1,),
     admission_warmup_s=0.1,
     admission_seconds=0.4,
     # Spawning each process costs the smoke run about a second of this machine's two cores.

@@ -1,5 +1,8 @@
-"""The two ways the pooled comparisons reach the server, direct and through a PgBouncer
-(``fairqueue.local_pooler``), and what they count: the server connections each way used."""
+"""The ways the pooled comparisons reach the server, direct and through a PgBouncer
+(``fairqueue.local_pooler``), and what they count: the server connections each way used.
+
+The admission workload also runs each way as a fleet of one-connection API processes
+(bench/api_fleet.py), as Lambda runs the API: one connection per warm container."""
 
 from __future__ import annotations
 
@@ -13,9 +16,16 @@ from . import database
 SAMPLE_S = 0.02
 
 # How the library reaches the server in the pooled comparisons.
-Way = Literal["direct", "pooled"]
-WAYS: tuple[Way, ...] = ("direct", "pooled")
-WAY_TITLES: dict[Way, str] = {"direct": "direct", "pooled": "through PgBouncer"}
+Way = Literal["direct", "pooled", "fleet", "fleet_pooled"]
+WAYS: tuple[Way, ...] = ("direct", "pooled", "fleet", "fleet_pooled")
+WAY_TITLES: dict[Way, str] = {
+    "direct": "direct",
+    "pooled": "through PgBouncer",
+    "fleet": "fleet of one-connection processes, direct",
+    "fleet_pooled": "fleet of one-connection processes, through PgBouncer",
+}
+# Each way through the pooler, and the way it is compared with.
+POOLED_VERSUS: dict[Way, Way] = {"pooled": "direct", "fleet_pooled": "fleet"}
 
 
 class Watch:

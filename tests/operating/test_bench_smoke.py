@@ -17,6 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PEERS = ("pgqueuer", "procrastinate")
 SYSTEMS = ("bare", "fairqueue", "fairqueue_groups", *PEERS)
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+ADMISSION_WAYS = ("direct", "pooled", "fleet", "fleet_pooled")
 
 
 def run_smoke(dsn: str, out: Path) -> str:
@@ -236,21 +237,30 @@ def check_enqueue(found: dict[str, Any], sizes: dict[str, Any]) -> None:
 
 def check_admission(found: dict[str, Any], sizes: dict[str, Any]) -> None:
     assert found["clients"] == sizes["admission_clients"]
-    # The pooled rows need PgBouncer; where it cannot run they are skipped with the reason.
-    ways = ["direct"] if "pooled" in found["skipped"] else ["direct", "pooled"]
+    assert found["fleet_clients"] == sizes["admission_fleet_clients"]
+    # The pooled rows need PgBouncer, the fleets a private cluster (pgserver); where they
+    # cannot run they are skipped with the reason.
+    ways = [w for w in ADMISSION_WAYS if w not in found["skipped"]]
     assert all(why for why in found["skipped"].values())
     seen = [(r["way"], r["clients"]) for r in found["rows"]]
-    assert seen == [(way, n) for way in ways for n in sizes["admission_clients"]]
+    levels = {
+        way: sizes["admission_fleet_clients" if way.startswith("fleet") else "admission_clients"]
+        for way in ways
+    }
+    assert seen == [(way, n) for way in ways for n in levels[way]]
     for row in found["rows"]:
         assert row["errors"] == 0, row["error_example"]
         assert row["admitted"] > 0 and row["seconds"] > 0, row
         assert row["admissions_per_s"] > 0 and row["ratio_to_one_client"] > 0, row
         assert 0 < row["p50_ms"] <= row["p99_ms"], row
-        assert 0 < row["server_connections"] <= row["api_pool_size"], row
-        if row["way"] == "pooled":
+        held = row["api_processes"] * row["api_pool_size"]
+        assert 0 < row["server_connections"] <= held, row
+        if row["way"].startswith("fleet"):
+            assert row["api_processes"] == row["clients"] and row["api_pool_size"] == 1, row
+        if row["way"] in ("pooled", "fleet_pooled"):
             assert row["server_connections"] <= found["pooler_server_connections"]
             assert row["ratio_pooled_to_direct"] > 0, row
-    assert [p["way"] for p in found["pipelines"]] == ways
+    assert [p["way"] for p in found["pipelines"]] == [w for w in ways if w in ("direct", "pooled")]
     for run in found["pipelines"]:
         assert run["pipelines"] == sizes["pooled_pipelines"]
         assert run["jobs"] == sizes["throughput_jobs"]
