@@ -23,9 +23,8 @@ language plpgsql volatile set search_path = pg_catalog, pg_temp
 as $$
 #variable_conflict use_column
 begin
-    select c.tenant_id, c.system into clamped_to, system
+    select c.tenant_id, c.system, c.matches into clamped_to, system, matches
       from fairqueue.clamp_unless_clamped(p_tenant_id) c;
-    matches := clamped_to is not distinct from p_tenant_id and (clamped_to is not null or system);
     if not matches then
         return next;
         return;

@@ -61,19 +61,24 @@ revoke all on function fairqueue.unclamp() from public, fairqueue_app;
 grant execute on function fairqueue.unclamp() to fairqueue_app;
 
 -- Clamps the transaction to the tenant unless it is clamped already, then says what it is
--- clamped to (NULL and true: the system clamp): a statement that starts with it works for the
--- tenant from its first row, in a transaction of its own or in the caller's. The caller refuses
--- to go on when the answer is another tenant's clamp. One row, as the planner is told: the
--- default guess of a thousand made a statement joining it to its items big enough to compile.
+-- clamped to (NULL and true: the system clamp) and whether that clamp is the tenant's own:
+-- a statement that starts with it works for the tenant from its first row, in a transaction of
+-- its own or in the caller's, and goes on only where `matches`. One row, as the planner is
+-- told: the default guess of a thousand made a statement joining it to its items big enough
+-- to compile.
 create or replace function fairqueue.clamp_unless_clamped(p_tenant_id text)
-returns table (tenant_id text, system boolean)
+returns table (tenant_id text, system boolean, matches boolean)
 language plpgsql rows 1
 as $$
 begin
     if fairqueue.current_tenant() is null and not fairqueue.system_clamp() then
         perform fairqueue.clamp(p_tenant_id);
     end if;
-    return query select fairqueue.current_tenant(), fairqueue.system_clamp();
+    tenant_id := fairqueue.current_tenant();
+    system := fairqueue.system_clamp();
+    -- The policies' own predicate: a row of this tenant would be let in.
+    matches := coalesce(fairqueue.within_clamp(p_tenant_id), false);
+    return next;
 end $$;
 alter function fairqueue.clamp_unless_clamped(text) owner to fairqueue_owner;
 revoke all on function fairqueue.clamp_unless_clamped(text) from public, fairqueue_app;

@@ -5,10 +5,7 @@
 -- clamp is; `id` is NULL when the insert was refused for another tenant's clamp or when an
 -- open job of the tenant holds the dedupe key.
 with clamp as materialized (
-    select c.tenant_id, c.system,
-           c.tenant_id is not distinct from %(tenant_id)s::text
-               and (c.tenant_id is not null or c.system) as matches
-      from fairqueue.clamp_unless_clamped(%(tenant_id)s) c
+    select c.tenant_id, c.system, c.matches from fairqueue.clamp_unless_clamped(%(tenant_id)s) c
 ),
 inserted as (
     insert into fairqueue.jobs
@@ -45,10 +42,7 @@ select fairqueue.open_jobs(%(due_within)s) as open;
 -- The arrays go in binary (the b placeholders): psycopg sends each element as it is, where the
 -- text form quotes every string (7 ms of a call of a thousand small payloads, measured).
 with clamp as materialized (
-    select c.tenant_id, c.system,
-           c.tenant_id is not distinct from %(tenant_id)s::text
-               and (c.tenant_id is not null or c.system) as matches
-      from fairqueue.clamp_unless_clamped(%(tenant_id)s) c
+    select c.tenant_id, c.system, c.matches from fairqueue.clamp_unless_clamped(%(tenant_id)s) c
 ),
 item as materialized (
     select fairqueue.new_job_id() as id, i.n, i.payload, i.group_id, i.dedupe_key, i.max_attempts,
