@@ -2,7 +2,33 @@
 -- reset and spent only through these three doors, which check their arguments; the application
 -- role may read quotas and change none, so it cannot refill a spent one. Spending is one
 -- statement that never dips into the reserve.
---
+
+-- The bounds of a quota's definition, checked for the door named `p_door` (both doors that
+-- define quotas take the same arguments and refuse the same ones).
+create or replace function fairqueue.quota_definition_checked(
+    p_door text,
+    p_name text,
+    p_capacity bigint,
+    p_reserve bigint,
+    p_period_s double precision
+) returns void
+language plpgsql set search_path = pg_catalog, pg_temp
+as $$
+begin
+    perform fairqueue.door_argument(p_name <> '' and length(p_name) <= 200,
+        p_door || ': the name must be 1 to 200 characters');
+    perform fairqueue.door_argument(p_capacity >= 0 and p_reserve between 0 and p_capacity,
+        format('%s: need 0 <= reserve <= capacity, got %s and %s', p_door, p_reserve,
+               p_capacity));
+    perform fairqueue.door_argument(p_period_s > 0 and p_period_s <= 366 * 86400,
+        format('%s: the period must be over 0 and at most 366 days, got %s s', p_door,
+               p_period_s));
+end $$;
+alter function fairqueue.quota_definition_checked(text, text, bigint, bigint,
+    double precision) owner to fairqueue_owner;
+revoke all on function fairqueue.quota_definition_checked(text, text, bigint, bigint,
+    double precision) from public, fairqueue_app;
+
 -- Defines a quota, or changes an existing one's capacity, reserve and period.
 create or replace function fairqueue.define_quota(
     p_name text,
@@ -12,12 +38,8 @@ create or replace function fairqueue.define_quota(
 ) returns table (name text)
 language sql security definer set search_path = pg_catalog, pg_temp
 as $$
-select fairqueue.door_argument(p_name <> '' and length(p_name) <= 200,
-    'define_quota: the name must be 1 to 200 characters');
-select fairqueue.door_argument(p_capacity >= 0 and p_reserve between 0 and p_capacity,
-    format('define_quota: need 0 <= reserve <= capacity, got %s and %s', p_reserve, p_capacity));
-select fairqueue.door_argument(p_period_s > 0 and p_period_s <= 366 * 86400,
-    format('define_quota: the period must be over 0 and at most 366 days, got %s s', p_period_s));
+select fairqueue.quota_definition_checked('define_quota', p_name, p_capacity, p_reserve,
+    p_period_s);
 insert into fairqueue.quotas as q (name, capacity, remaining, reserve, period, resets_at)
 values (p_name, p_capacity, p_capacity, p_reserve, p_period_s * interval '1 second',
         now() + p_period_s * interval '1 second')
@@ -80,14 +102,8 @@ create or replace function fairqueue.define_quota_if_absent(
 ) returns table (name text)
 language sql security definer set search_path = pg_catalog, pg_temp
 as $$
-select fairqueue.door_argument(p_name <> '' and length(p_name) <= 200,
-    'define_quota_if_absent: the name must be 1 to 200 characters');
-select fairqueue.door_argument(p_capacity >= 0 and p_reserve between 0 and p_capacity,
-    format('define_quota_if_absent: need 0 <= reserve <= capacity, got %s and %s', p_reserve,
-           p_capacity));
-select fairqueue.door_argument(p_period_s > 0 and p_period_s <= 366 * 86400,
-    format('define_quota_if_absent: the period must be over 0 and at most 366 days, got %s s',
-           p_period_s));
+select fairqueue.quota_definition_checked('define_quota_if_absent', p_name, p_capacity, p_reserve,
+    p_period_s);
 insert into fairqueue.quotas as q (name, capacity, remaining, reserve, period, resets_at)
 values (p_name, p_capacity, p_capacity, p_reserve, p_period_s * interval '1 second',
         now() + p_period_s * interval '1 second')
