@@ -21,15 +21,10 @@ from pathlib import Path
 import boto3
 import pytest
 
+from fairqueue import local_pooler
+
 REGION = "us-east-1"
 MAX_RECEIVE_COUNT = 3
-
-
-def free_port() -> int:
-    """A loopback port nobody listens on at the moment of asking."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def wait_for_port(port: int, timeout_s: float = 30) -> bool:
@@ -46,7 +41,7 @@ def wait_for_port(port: int, timeout_s: float = 30) -> bool:
 @pytest.fixture(scope="session")
 def moto_server_url() -> Iterator[str]:
     """``moto_server`` (next to this Python) on a free loopback port, for the whole session."""
-    port = free_port()
+    port = local_pooler.free_port()
     server = subprocess.Popen(
         [str(Path(sys.executable).parent / "moto_server"), "-H", "127.0.0.1", "-p", str(port)],
         stdout=subprocess.DEVNULL,
@@ -68,7 +63,7 @@ def moto_server_url() -> Iterator[str]:
 @pytest.fixture
 def closed_endpoint() -> str:
     """A loopback URL where nothing listens: a queue service that is down."""
-    return f"http://127.0.0.1:{free_port()}"
+    return f"http://127.0.0.1:{local_pooler.free_port()}"
 
 
 @dataclass(frozen=True)

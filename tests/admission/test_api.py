@@ -29,7 +29,7 @@ from openapi_spec_validator import validate as validate_spec
 
 import api_support
 from api_support import DOC, assert_documented, running
-from fairqueue import api, connect
+from fairqueue import api, connect, local_pooler
 from fairqueue.cli import main
 from fairqueue.db import Connection
 from fairqueue.errors import ConfigurationError, InvalidPayload
@@ -625,9 +625,7 @@ def test_an_unreachable_upstream_is_unavailable_and_admits_nothing(
 
 
 def test_an_unreachable_database_is_unavailable(dsn: str) -> None:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        closed_port = probe.getsockname()[1]
+    closed_port = local_pooler.free_port()
     nowhere = f"postgresql://fairqueue@127.0.0.1:{closed_port}/fairqueue?connect_timeout=2"
     with running(api.ApiServer(("127.0.0.1", 0), nowhere, secret=SECRET)) as server:
         requests = [
@@ -1172,12 +1170,6 @@ def test_the_pool_size_comes_from_the_environment() -> None:
 # `fairqueue serve --role api`.
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def serve_api(dsn: str, **env: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "fairqueue", "--database-url", dsn, "serve", "--role", "api"],
@@ -1196,7 +1188,7 @@ def serve_api(dsn: str, **env: str) -> subprocess.Popen[str]:
 def test_serve_role_api_answers_over_http_and_stops_on_sigterm_after_the_request_in_flight(
     dsn: str, conn: Connection
 ) -> None:
-    port = free_port()
+    port = local_pooler.free_port()
     target = ("127.0.0.1", port)
     process = serve_api(dsn, FAIRQUEUE_API_PORT=str(port))
     in_flight: list[Answer] = []

@@ -11,7 +11,6 @@ import base64
 import inspect
 import json
 import logging
-import socket
 import sys
 import time
 import uuid
@@ -24,7 +23,7 @@ import pytest
 import api_support
 from api_support import DOC, assert_documented
 from conftest import ROOT
-from fairqueue import connect
+from fairqueue import connect, local_pooler
 from fairqueue.api import openapi_document
 from fairqueue.db import Connection
 from fairqueue.lanes import add_credits
@@ -377,9 +376,7 @@ def test_a_bad_request_line_is_refused(
 
 
 def test_an_unreachable_database_is_503(load_admit: LoadAdmit) -> None:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        closed_port = probe.getsockname()[1]
+    closed_port = local_pooler.free_port()
     handler = load_admit(f"postgresql://fairqueue@127.0.0.1:{closed_port}/x?connect_timeout=2")
     body = {"type": "api_analyze", "payload": {"doc": "a"}}
     status, _, answer = invoke(handler, http_api_event("POST", "/jobs", body, claims=claims()))

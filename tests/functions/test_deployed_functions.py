@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from datetime import datetime
@@ -33,7 +32,7 @@ from deployed import (
     http_api_event,
 )
 from deployment import FUNCTIONS, Deployment
-from fairqueue import enqueue
+from fairqueue import enqueue, local_pooler
 from fairqueue.db import Connection
 from fairqueue.doorbells import Doorbell
 from fairqueue.lanes import add_credits
@@ -56,9 +55,7 @@ def add(conn: Connection, job_type: str, payload: dict[str, Any], **options: Any
 
 def closed_port() -> int:
     """A loopback port nobody listens on: a database that is down."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+    return local_pooler.free_port()
 
 
 def bell(job_id: UUID, tenant_id: str | None = TENANT) -> str:
