@@ -261,6 +261,17 @@ def _levels(
     return found
 
 
+def _through_pooler(stack: ExitStack, dsn: str) -> str:
+    """A PgBouncer in front of `dsn` with POOLER_SERVER_CONNECTIONS server connections, up
+    while `stack` lasts, and the pooled login; the DSN through it. Raises PoolerUnavailable
+    or psycopg.Error when it cannot run."""
+    local_pooler.create_login(dsn)
+    host, bouncer = stack.enter_context(
+        local_pooler.pgbouncer(dsn, server_connections=POOLER_SERVER_CONNECTIONS)
+    )
+    return local_pooler.pooled_dsn(dsn, host, bouncer)
+
+
 def _single_process(
     conn: Connection, dsn: str, clients: Clients, sizes: Sizes, progress: Callable[[str], None]
 ) -> Admission:
@@ -277,11 +288,7 @@ def _single_process(
     with ExitStack() as stack:
         pooled_dsn: str | None = None
         try:
-            local_pooler.create_login(dsn)
-            host, bouncer = stack.enter_context(
-                local_pooler.pgbouncer(dsn, server_connections=POOLER_SERVER_CONNECTIONS)
-            )
-            pooled_dsn = local_pooler.pooled_dsn(dsn, host, bouncer)
+            pooled_dsn = _through_pooler(stack, dsn)
             port = stack.enter_context(api_server(pooled_dsn, pool, pooled=True))
         except (local_pooler.PoolerUnavailable, BenchError, psycopg.Error) as exc:
             skipped["pooled"] = str(exc)
@@ -318,14 +325,10 @@ def _fleets(clients: Clients, sizes: Sizes, progress: Callable[[str], None]) -> 
         found = _levels(direct, levels, clients, sizes, progress)
         database.reset(conn)
         try:
-            local_pooler.create_login(dsn)
-            host, bouncer = stack.enter_context(
-                local_pooler.pgbouncer(dsn, server_connections=POOLER_SERVER_CONNECTIONS)
-            )
+            pooled_dsn = _through_pooler(stack, dsn)
         except (local_pooler.PoolerUnavailable, psycopg.Error) as exc:
             progress(f"admission fleet through PgBouncer skipped: {exc}")
             return Admission(levels=found, skipped={"fleet_pooled": str(exc)})
-        pooled_dsn = local_pooler.pooled_dsn(dsn, host, bouncer)
         login = (local_pooler.POOLED_LOGIN,)
         ports = _fleet(pooled_dsn, pooled=True)
         pooled = Served("fleet_pooled", ports, dsn, LOGIN_WHERE, login, pool_size=1, fleet=True)
