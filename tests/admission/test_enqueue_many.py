@@ -254,10 +254,10 @@ def test_the_jobs_go_in_one_statement_whatever_their_number(dsn, conn, monkeypat
                 enqueue_many(c, "many_plain", jobs, tenant_id="t1")
                 if not autocommit:
                     c.commit()
-    # The statement clamps its transaction and inserts: one for five hundred jobs as for one,
-    # in the caller's transaction as in one of its own.
+    # One call clamps its transaction and inserts: one for five hundred jobs as for one, in the
+    # caller's transaction as in one of its own.
     assert all(len(found) == 1 for found in sent.values())
-    assert all("insert into fairqueue.jobs" in found[0] for found in sent.values())
+    assert all("fairqueue.enqueue_jobs(" in found[0] for found in sent.values())
     assert count(conn) == 1002
 
 

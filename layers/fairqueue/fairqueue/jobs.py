@@ -8,7 +8,6 @@ from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
-from psycopg.types.json import Jsonb
 from pydantic import ValidationError
 
 from . import ringing
@@ -149,7 +148,7 @@ def insert(conn: Connection, job: PreparedJob) -> UUID | None:
         query("enqueue"),
         {
             "type": job.type,
-            "payload": Jsonb(job.payload),
+            "payload": job.payload_json,
             "tenant_id": job.tenant_id,
             "group_id": job.group_id,
             "dedupe_key": job.dedupe_key,
