@@ -251,15 +251,15 @@ def measure(
     sizes: Sizes,
     progress: Callable[[str], None],
 ) -> list[EnqueueRun]:
-    """Every way, `sizes.repeats` times, interleaved; fairqueue's tables are left empty."""
+    """Every way, `sizes.enqueue_repeats` times, interleaved; fairqueue's tables are left empty."""
     Stage(JOB_TYPE, noop)  # makes the type known to enqueue in this process
     runs: list[EnqueueRun] = []
-    for repeat in range(sizes.repeats):
+    for repeat in range(sizes.enqueue_repeats):
         for way in WAYS:
             run = run_way(way, conn, dsn, peer_dsns, sizes, repeat)
             runs.append(run)
             progress(
-                f"enqueue {repeat + 1}/{sizes.repeats}: {title(way, sizes.enqueue_batch)}:"
+                f"enqueue {repeat + 1}/{sizes.enqueue_repeats}: {title(way, sizes.enqueue_batch)}:"
                 f" {run.jobs_per_s:,.0f} jobs/s"
             )
     database.reset(conn)
@@ -325,7 +325,9 @@ def section(runs: list[EnqueueRun], sizes: Sizes) -> list[str]:
     """The report's enqueue table."""
     found = medians(runs)
     theirs = found.get(THEIRS)
-    repeats = "one run" if sizes.repeats == 1 else f"the median of {sizes.repeats} runs"
+    repeats = (
+        "one run" if sizes.enqueue_repeats == 1 else f"the median of {sizes.enqueue_repeats} runs"
+    )
     rows = [
         [
             title(way, sizes.enqueue_batch),

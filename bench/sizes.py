@@ -63,9 +63,11 @@ class Sizes:
     tenant_claim_tenants: int
     tenant_claim_samples: int
     # Enqueue: jobs of one tenant put into each system, one at a time and `enqueue_batch` per
-    # call (bench/enqueue.py).
+    # call (bench/enqueue.py), each way `enqueue_repeats` times (the median is reported): a run
+    # of the batch ways takes a fifth of a second, which this machine's noise moves by a third.
     enqueue_jobs: int
     enqueue_batch: int
+    enqueue_repeats: int
     # Admission (bench/admission.py): POST /jobs at each count of concurrent clients, each
     # client admitting untimed for the warm-up, then for the timed seconds.
     admission_clients: tuple[int, ...]
@@ -123,6 +125,7 @@ FULL = Sizes(
     tenant_claim_samples=100,
     enqueue_jobs=10_000,
     enqueue_batch=1_000,
+    enqueue_repeats=5,
     admission_clients=(1, 16, 200),
     admission_fleet_clients=(1, 16, 200),
     admission_warmup_s=2.0,
@@ -166,6 +169,7 @@ SMOKE = Sizes(
     tenant_claim_samples=20,
     enqueue_jobs=30,
     enqueue_batch=10,
+    enqueue_repeats=1,
     admission_clients=(1, 16),
     admission_fleet_clients=(1,),
     admission_warmup_s=0.1,

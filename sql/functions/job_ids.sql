@@ -1,12 +1,15 @@
 -- A new job's id: a version 7 UUID (RFC 9562). Its first six bytes are the Unix time in
 -- milliseconds, the next twelve bits count ids drawn within the millisecond (the low bits of
--- fairqueue.job_id_order), and the rest is random. Ids drawn later sort later, so a new job's
--- primary key entry lands at the right edge of the index: the index stays dense (splits at the
--- edge leave full pages behind, where random ids split pages everywhere), a bulk insert touches
--- a few pages, and the jobs enqueued together share a few pages for the claims and completions
--- that look them up by id a batch at a time (docs/design.md, "Job ids in time order"). One
--- expression, so that the planner inlines it into the statement that draws the ids; its names
--- are schema-qualified for the same reason.
+-- fairqueue.job_id_order), then come the variant's two bits and 62 random bits. Ids drawn later
+-- sort later, so a new job's primary key entry lands at the right edge of the index: the index
+-- stays dense (splits at the edge leave full pages behind, where random ids split pages
+-- everywhere), a bulk insert touches a few pages, and the jobs enqueued together share a few
+-- pages for the claims and completions that look them up by id a batch at a time
+-- (docs/design.md, "Job ids in time order"). The random bits come from the session's random(),
+-- seeded from the strong source on its first use in a session: they only tell apart ids of
+-- one millisecond whose count wrapped, and gen_random_uuid() reads the strong source for every
+-- id, which was half of an id's cost. One expression, so that the planner inlines it into the
+-- statement that draws the ids; its names are schema-qualified for the same reason.
 create or replace function fairqueue.new_job_id() returns uuid
 language sql volatile parallel unsafe
 as $$
@@ -17,8 +20,12 @@ select pg_catalog.encode(
            operator(pg_catalog.||) pg_catalog.int2send((28672 operator(pg_catalog.|)
                (pg_catalog.nextval('fairqueue.job_id_order') operator(pg_catalog.%) 4096)
            )::smallint)
-           operator(pg_catalog.||) pg_catalog.substr(
-               pg_catalog.uuid_send(pg_catalog.gen_random_uuid()), 9),
+           operator(pg_catalog.||) pg_catalog.int4send((-2147483648 operator(pg_catalog.+)
+               pg_catalog.floor(pg_catalog.random() operator(pg_catalog.*) 1073741824::float8)
+           )::integer)
+           operator(pg_catalog.||) pg_catalog.int4send((-2147483648 operator(pg_catalog.+)
+               pg_catalog.floor(pg_catalog.random() operator(pg_catalog.*) 4294967296::float8)
+           )::integer),
            'hex')::uuid
 $$;
 

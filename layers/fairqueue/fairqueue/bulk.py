@@ -1,7 +1,7 @@
 """Enqueue many: the jobs of one type and one tenant, checked together, inserted by one statement.
 
-Every job is checked by ``jobs.prepare``, exactly as ``enqueue`` checks one, before anything is
-sent; the first bad one refuses the whole call with the error ``enqueue`` would raise, its
+Every job is checked by ``jobs.prepare_for``, exactly as ``enqueue`` checks one, before anything
+is sent; the first bad one refuses the whole call with the error ``enqueue`` would raise, its
 message prefixed with the job's place in the list (``jobs[3]: ...``). What passes goes to the
 database as one INSERT of arrays (``queries/jobs.sql``, ``enqueue_many``), which clamps its
 transaction to the tenant as ``enqueue``'s statement does, and each inserted job of a doorbell
@@ -23,11 +23,12 @@ from .jobs import (
     PreparedJob,
     doorbell_for,
     max_payload_bytes,
-    prepare,
+    prepare_for,
     ring_all_when_committed,
     stage_of,
 )
 from .queries import query
+from .stage import Stage
 from .tenancy import mismatch_of
 
 Refusal = Literal["open", "repeated"]
@@ -81,9 +82,17 @@ def enqueue_many(
     if not prepared:
         return []  # no jobs given (a repeated key always follows one that is sent)
     ids = insert_many(conn, job_type, tenant_id, [job for _, job in prepared])
-    ring_all_when_committed(
-        conn, [doorbell_for(job, job_id) for (_, job), job_id in zip(prepared, ids, strict=True)]
-    )
+    if stage_of(job_type).delivery == "doorbell":
+        ring_all_when_committed(
+            conn,
+            [doorbell_for(job, job_id) for (_, job), job_id in zip(prepared, ids, strict=True)],
+        )
+    if not refused:
+        # Every job was sent, in order: the common call, answered without a lookup per job.
+        return [
+            Enqueued(index=index, job_id=job_id, refused=None if job_id is not None else "open")
+            for index, job_id in enumerate(ids)
+        ]
     found: dict[int, Enqueued] = {
         index: Enqueued(index=index, job_id=job_id, refused=None if job_id is not None else "open")
         for (index, _), job_id in zip(prepared, ids, strict=True)
@@ -99,7 +108,7 @@ def prepare_many(
 ) -> tuple[list[tuple[int, PreparedJob]], dict[int, Refusal]]:
     """Every job checked, none sent: the ones to insert, with their places in the call, and
     the places of the ones refused before the database is asked (a dedupe key repeated)."""
-    stage_of(job_type)
+    stage = stage_of(job_type)
     check_label(f"{job_type}: tenant_id", tenant_id)
     items = list(jobs)
     if len(items) > MAX_ENQUEUE_MANY:
@@ -113,8 +122,8 @@ def prepare_many(
     total_bytes = 0
     limit = max_payload_bytes()
     for index, item in enumerate(items):
-        job = _prepare_one(job_type, index, item, tenant_id, limit)
-        total_bytes += len(job.payload_json.encode("utf-8"))
+        job = _prepare_one(stage, index, item, tenant_id, limit)
+        total_bytes += job.payload_bytes
         if total_bytes > MAX_ENQUEUE_MANY_BYTES:
             raise PayloadTooLarge(
                 f"{job_type}: the payloads of jobs[0] to jobs[{index}] are {total_bytes} bytes"
@@ -131,15 +140,15 @@ def prepare_many(
 
 
 def _prepare_one(
-    job_type: str, index: int, item: object, tenant_id: str | None, payload_limit: int
+    stage: Stage, index: int, item: object, tenant_id: str | None, payload_limit: int
 ) -> PreparedJob:
     if not isinstance(item, NewJob):
         raise InvalidPayload(
-            f"jobs[{index}]: {job_type}: each job must be a NewJob, got {type(item).__name__}"
+            f"jobs[{index}]: {stage.name}: each job must be a NewJob, got {type(item).__name__}"
         )
     try:
-        return prepare(
-            job_type,
+        return prepare_for(
+            stage,
             item.payload,
             tenant_id=tenant_id,
             group_id=item.group_id,
@@ -162,7 +171,7 @@ def insert_many(
     The statement clamps its transaction to the tenant unless it is clamped already, as
     ``enqueue``'s does; a transaction clamped to another tenant is refused (TenantMismatch)
     and nothing is written."""
-    rows = conn.execute(
+    row = conn.execute(
         query("enqueue_many"),
         {
             "type": job_type,
@@ -174,9 +183,10 @@ def insert_many(
             "run_afters": [job.run_at for job in jobs],
             "delays_s": [job.delay_s for job in jobs],
         },
-    ).fetchall()
-    if not rows[0]["matches"]:
-        raise mismatch_of(rows[0], tenant_id)
-    ids: list[UUID | None] = [row["id"] for row in rows]
-    assert len(ids) == len(jobs), "enqueue_many answers one row per job"
+    ).fetchone()
+    assert row is not None, "the enqueue_many statement answers one row"
+    if not row["matches"]:
+        raise mismatch_of(row, tenant_id)
+    ids: list[UUID | None] = row["ids"]
+    assert len(ids) == len(jobs), "enqueue_many answers one id per job"
     return ids
