@@ -161,6 +161,7 @@ create or replace function fairqueue.claim_unchecked(
     p_default_priority integer
 ) returns table (id uuid, tenant_id text)
 language plpgsql set search_path = pg_catalog, pg_temp set jit = off
+    set plan_cache_mode = force_generic_plan
 as $$
 #variable_conflict use_column
 declare

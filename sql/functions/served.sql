@@ -135,11 +135,12 @@ begin
            limit 1) f;
     with headed as (
         update fairqueue.served s
-           set n = s.n + deltas[array_position(places, s.ctid)],
-               wake_at = least(s.wake_at, wakes[array_position(places, s.ctid)]),
+           set n = s.n + k.n_delta,
+               wake_at = least(s.wake_at, k.wake_at),
                (head_created_at, head_id) = (select h.created_at, h.id
                                                from fairqueue.group_head(s.type, s.group_key) h)
-         where s.ctid = any(places)
+          from unnest(places, deltas, wakes) as k (place, n_delta, wake_at)
+         where s.ctid = k.place
         returning s.ctid, s.head_id
     )
     select array_agg(h.ctid) filter (where h.head_id is null) into headless from headed h;
