@@ -26,9 +26,11 @@ select id, tenant_id
 -- name: read_claimed
 -- A batch's claimed jobs, each read under its own tenant's clamp
 -- (sql/functions/claimed_batch.sql): what the handlers need, for jobs this claimer still holds.
+-- The batch's arrays go in binary (b), here and in complete_claimed and extend_leases: the text
+-- form has psycopg test every element for quoting.
 select id, type, payload, tenant_id, group_id, attempts, max_attempts, lane, delta_of,
        upstream_id, released, release_tries
-  from fairqueue.read_claimed(%(tenant_ids)s::text[], %(ids)s::uuid[], %(locked_by)s);
+  from fairqueue.read_claimed(%(tenant_ids)b::text[], %(ids)b::uuid[], %(locked_by)s);
 
 -- name: read_jobs
 -- Under the tenant's clamp, whatever their status (a failed job for its give-up hook).
@@ -42,13 +44,13 @@ select fairqueue.has_claimable(%(type)s) as claimable;
 
 -- name: complete_claimed
 -- A batch's jobs marked done with their outputs, each under its own tenant's clamp (sql/functions/claimed_batch.sql).
-select id from fairqueue.complete_claimed(%(tenant_ids)s::text[], %(ids)s::uuid[],
-                                          %(outputs)s::jsonb[], %(locked_by)s);
+select id from fairqueue.complete_claimed(%(tenant_ids)b::text[], %(ids)b::uuid[],
+                                          %(outputs)b::jsonb[], %(locked_by)s);
 
 -- name: extend_leases
 -- The leases of a batch's jobs still running, each under its own tenant's clamp
 -- (sql/functions/claimed_batch.sql).
-select fairqueue.extend_leases(%(tenant_ids)s::text[], %(ids)s::uuid[], %(locked_by)s,
+select fairqueue.extend_leases(%(tenant_ids)b::text[], %(ids)b::uuid[], %(locked_by)s,
                                %(lease_s)s) as extended;
 
 -- name: retry_or_fail
