@@ -178,7 +178,7 @@ language plpgsql security definer set search_path = pg_catalog, pg_temp set jit 
 as $$
 declare
     c record;
-    d record;
+    arrivals boolean;
 begin
     perform fairqueue.served_near_edge(
         least((select min(served_at) from old_rows), (select min(served_at) from new_rows)));
@@ -198,37 +198,7 @@ begin
                or (o.served_at > w.watermark) is distinct from (n.served_at > w.watermark)) then
         return null;
     end if;
-    -- A statement that leaves no job pending (a claim, a cancel) brings no job due and no head
-    -- or wake time: each group's change is its count and whether a due pending job left it,
-    -- one pass over the rows with no window to pair a job's old row with its new one.
-    if not exists (select 1 from new_rows n where n.status = 'pending') then
-        select array_agg(a.type order by a.type, a.group_key) as types,
-               array_agg(a.group_key order by a.type, a.group_key) as keys,
-               array_agg(a.tenant_id order by a.type, a.group_key) as tenants,
-               array_agg(a.n_delta order by a.type, a.group_key) as deltas,
-               array_agg(a.departed order by a.type, a.group_key) as departed
-          into d
-          from (select ch.type, ch.group_key, min(ch.tenant_id) as tenant_id,
-                       coalesce(sum(ch.served), 0)::bigint as n_delta,
-                       bool_or(ch.departed) as departed
-                  from (select o.type, o.group_key, o.tenant_id,
-                               case when o.served_at > w.watermark then -1 end as served,
-                               o.status = 'pending' and o.run_after <= now() as departed
-                          from old_rows o, fairqueue.served_watermark w
-                        union all
-                        select n.type, n.group_key, n.tenant_id,
-                               case when n.served_at > w.watermark then 1 end, false
-                          from new_rows n, fairqueue.served_watermark w) ch
-                 group by 1, 2
-                having coalesce(sum(ch.served), 0) <> 0 or bool_or(ch.departed)) a;
-        if d.types is not null then
-            perform fairqueue.served_apply(d.types, d.keys, d.tenants, d.deltas,
-                array_fill(null::timestamptz, array[cardinality(d.types)]),
-                array_fill(null::uuid, array[cardinality(d.types)]),
-                array_fill(null::timestamptz, array[cardinality(d.types)]), d.departed);
-        end if;
-        return null;
-    end if;
+    arrivals := exists (select 1 from new_rows n where n.status = 'pending');
     select array_agg(a.type order by a.type, a.group_key) as types,
            array_agg(a.group_key order by a.type, a.group_key) as keys,
            array_agg(a.tenant_id order by a.type, a.group_key) as tenants,
@@ -238,7 +208,28 @@ begin
            array_agg(a.wake_at order by a.type, a.group_key) as wakes,
            array_agg(a.departed order by a.type, a.group_key) as departed
       into c
-      from (select ch.type, ch.group_key, min(ch.tenant_id) as tenant_id,
+      from (-- A statement that leaves no job pending (a claim, a cancel) brings no job due and
+            -- no head or wake time: each group's change is its count and whether a due pending
+            -- job left it, one grouping of the rows with no window to pair a job's old row with
+            -- its new one.
+            select ch.type, ch.group_key, min(ch.tenant_id) as tenant_id,
+                   coalesce(sum(ch.served), 0)::bigint as n_delta,
+                   null::timestamptz as head_created_at, null::uuid as head_id,
+                   null::timestamptz as wake_at, bool_or(ch.departed) as departed
+              from (select o.type, o.group_key, o.tenant_id,
+                           case when o.served_at > w.watermark then -1 end as served,
+                           o.status = 'pending' and o.run_after <= now() as departed
+                      from old_rows o, fairqueue.served_watermark w
+                     where not arrivals
+                    union all
+                    select n.type, n.group_key, n.tenant_id,
+                           case when n.served_at > w.watermark then 1 end, false
+                      from new_rows n, fairqueue.served_watermark w
+                     where not arrivals) ch
+             group by 1, 2
+            having coalesce(sum(ch.served), 0) <> 0 or bool_or(ch.departed)
+            union all
+            select ch.type, ch.group_key, min(ch.tenant_id) as tenant_id,
                    coalesce(sum(ch.served), 0)::bigint as n_delta,
                    (array_agg(ch.created_at order by ch.created_at, ch.id)
                         filter (where ch.arrived))[1] as head_created_at,
@@ -260,12 +251,14 @@ begin
                                    o.status = 'pending' and o.run_after <= now() as due,
                                    case when o.served_at > w.watermark then -1 end as served
                               from old_rows o, fairqueue.served_watermark w
+                             where arrivals
                             union all
                             select n.type, n.group_key, n.tenant_id, n.id, n.created_at,
                                    n.run_after, true, n.status = 'pending',
                                    n.status = 'pending' and n.run_after <= now(),
                                    case when n.served_at > w.watermark then 1 end
-                              from new_rows n, fairqueue.served_watermark w) v) ch
+                              from new_rows n, fairqueue.served_watermark w
+                             where arrivals) v) ch
              group by 1, 2
             having coalesce(sum(ch.served), 0) <> 0 or bool_or(ch.arrived)
                 or bool_or(ch.departed) or min(ch.wake_at) is not null) a;
