@@ -5,9 +5,11 @@
 -- new jobs in 1,000 groups took 33 s instead of 0.14 s; with the standings last analyzed when
 -- they held a few groups, a claim over 10,000 groups took 0.38 s instead of 0.03 s). Called
 -- before each claim: analyzes each table when it has grown past twice the pages it had at its
--- last analyze (and at least 128), or when more rows changed since then than it held (and at
--- least 5,000), one caller at a time;
--- the others go on with the statistics there are. Not while a vacuum of the table is under way
+-- last analyze (and at least 128), or past twice the rows (and by at least 5,000), one caller
+-- at a time; the others go on with the statistics there are. Growth, not change: a drain
+-- rewrites every row it claims and completes without changing what the plans need to know,
+-- and counting those writes put an ANALYZE of the whole backlog into some claim every time the
+-- drain had rewritten as many rows as the table held (docs/design.md). Not while a vacuum of the table is under way
 -- (its lock is held): an ANALYZE would cancel an autovacuum, and a lumpy queue, which enqueues
 -- in bulk again and again, then never has its dead rows vacuumed (the bench's churn of a million
 -- jobs saw every autovacuum of jobs cancelled). Whether it analyzed.
@@ -17,19 +19,19 @@ as $$
 declare
     pages_now bigint;
     pages_then integer;
-    changed bigint;
+    live bigint;
     counted real;
 begin
-    -- The table's size now is known at once; the change counter only once the sessions that
-    -- wrote report their statistics (up to a second or more after their commit). The counter
-    -- itself, not pg_stat_all_tables: that view groups every index of the table.
+    -- The table's size now is known at once; its live rows only once the sessions that wrote
+    -- report their statistics (up to a second or more after their commit). The counter itself,
+    -- not pg_stat_all_tables: that view groups every index of the table.
     select pg_relation_size(c.oid) / current_setting('block_size')::integer, c.relpages,
-           pg_stat_get_mod_since_analyze(c.oid), c.reltuples
-      into pages_now, pages_then, changed, counted
+           pg_stat_get_live_tuples(c.oid), c.reltuples
+      into pages_now, pages_then, live, counted
       from pg_class c
      where c.oid = p_table;
     if not (pages_now >= 128 and pages_now > 2 * greatest(pages_then, 0))
-       and not (changed >= 5000 and changed > greatest(counted, 0)) then
+       and not (live >= greatest(counted, 0) + 5000 and live > 2 * greatest(counted, 0)) then
         return false;
     end if;
     if not pg_try_advisory_xact_lock(hashtextextended('fairqueue.analyze', 0)) then
