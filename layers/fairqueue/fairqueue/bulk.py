@@ -25,6 +25,7 @@ from .jobs import (
     max_payload_bytes,
     prepare_for,
     ring_all_when_committed,
+    rings_doorbells,
     stage_of,
 )
 from .queries import query
@@ -82,25 +83,22 @@ def enqueue_many(
     if not prepared:
         return []  # no jobs given (a repeated key always follows one that is sent)
     ids = insert_many(conn, job_type, tenant_id, [job for _, job in prepared])
-    if stage_of(job_type).delivery == "doorbell":
+    if rings_doorbells(job_type):
         ring_all_when_committed(
             conn,
             [doorbell_for(job, job_id) for (_, job), job_id in zip(prepared, ids, strict=True)],
         )
-    if not refused:
-        # Every job was sent, in order: the common call, answered without a lookup per job.
-        return [
-            Enqueued(index=index, job_id=job_id, refused=None if job_id is not None else "open")
-            for index, job_id in enumerate(ids)
-        ]
-    found: dict[int, Enqueued] = {
-        index: Enqueued(index=index, job_id=job_id, refused=None if job_id is not None else "open")
-        for (index, _), job_id in zip(prepared, ids, strict=True)
-    }
-    found.update(
-        (index, Enqueued(index=index, job_id=None, refused=why)) for index, why in refused.items()
-    )
-    return [found[index] for index in range(len(found))]
+    # The jobs sent answer in order, their ids in the same order: each place of the call is
+    # either refused before sending or the next of them.
+    sent = iter(ids)
+    answers: list[Enqueued] = []
+    for index in range(len(prepared) + len(refused)):
+        why = refused.get(index)
+        job_id = None if why is not None else next(sent)
+        if why is None and job_id is None:
+            why = "open"
+        answers.append(Enqueued(index=index, job_id=job_id, refused=why))
+    return answers
 
 
 def prepare_many(

@@ -232,10 +232,15 @@ def doorbell_for(job: PreparedJob, job_id: UUID | None) -> Doorbell | None:
     return None if job_id is None else doorbell_of(job.type, job.tenant_id, job_id)
 
 
+def rings_doorbells(job_type: str) -> bool:
+    """Whether the type's stage in this process is a doorbell stage."""
+    stage = known_stage(job_type)
+    return stage is not None and stage.delivery == "doorbell"
+
+
 def doorbell_of(job_type: str, tenant_id: str | None, job_id: UUID) -> Doorbell | None:
     """The doorbell a job rings when it becomes pending, if its stage is a doorbell stage."""
-    stage = known_stage(job_type)
-    if stage is None or stage.delivery != "doorbell":
+    if not rings_doorbells(job_type):
         return None
     return Doorbell(job_id=job_id, tenant_id=tenant_id)
 
