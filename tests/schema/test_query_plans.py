@@ -302,3 +302,47 @@ def test_the_claim_leaves_the_statistics_alone_while_the_table_is_being_vacuumed
         assert conn.execute(analyze).fetchone()["analyzed"] is False
         vacuum.rollback()
     assert conn.execute(analyze).fetchone()["analyzed"] is True
+
+
+def _statistics_reported(conn) -> None:
+    """This session's table counters in the shared statistics, as a session reports them when
+    it goes idle; the next statement reads them."""
+    conn.execute("select pg_stat_force_next_flush()")
+    conn.execute("select 1")
+
+
+def test_a_drain_rewriting_every_row_leaves_the_statistics_alone_until_the_rows_double(
+    conn,
+) -> None:
+    """A drain changes every row it claims and completes, but not what the claim's plans lean
+    on: no claim analyzes for it. A table whose live rows doubled since its last analyze is
+    analyzed, even when they fit in the pages it had."""
+    conn.execute(
+        "insert into fairqueue.jobs (type, tenant_id, group_id)"
+        " select 'planned', 't' || (i % 20), 'g' || (i % 300) from generate_series(1, 6000) i"
+    )
+    for table in ("jobs", "served", "groups", "tenant_standings"):
+        conn.execute(f"analyze fairqueue.{table}")
+    for _ in range(2):
+        conn.execute("update fairqueue.jobs set attempts = attempts + 1")
+        conn.execute("vacuum fairqueue.jobs")  # the space is used again, as autovacuum would
+    _statistics_reported(conn)
+    counters = conn.execute(
+        "select pg_stat_get_mod_since_analyze(c.oid) as changed, c.reltuples,"
+        " pg_relation_size(c.oid) / current_setting('block_size')::integer as pages,"
+        " c.relpages from pg_class c where c.oid = 'fairqueue.jobs'::regclass"
+    ).fetchone()
+    assert counters["changed"] >= 2 * counters["reltuples"]  # more changed than it holds
+    analyze = "select fairqueue.analyze_when_stale() as analyzed"
+    assert conn.execute(analyze).fetchone()["analyzed"] is False
+    conn.execute(
+        "insert into fairqueue.jobs (type, tenant_id, group_id)"
+        " select 'planned', 't' || (i % 20), 'g' || (i % 300) from generate_series(1, 7000) i"
+    )
+    _statistics_reported(conn)
+    grown = conn.execute(
+        "select pg_relation_size(c.oid) / current_setting('block_size')::integer as pages,"
+        " c.relpages from pg_class c where c.oid = 'fairqueue.jobs'::regclass"
+    ).fetchone()
+    assert grown["pages"] <= 2 * grown["relpages"]  # the rows, not the pages, say it grew
+    assert conn.execute(analyze).fetchone()["analyzed"] is True
