@@ -15,16 +15,19 @@ alter function fairqueue.served_edge_lock() owner to fairqueue_owner;
 revoke all on function fairqueue.served_edge_lock() from public, fairqueue_app;
 grant execute on function fairqueue.served_edge_lock() to fairqueue_app;
 
--- Takes the edge lock only when a change reaches back to within an hour of the edge. PL/pgSQL:
--- the triggers run once per statement, the batch functions make one statement per tenant, and a
--- SQL helper was planned again at every call.
-create or replace function fairqueue.served_near_edge(oldest timestamp with time zone) returns void
+-- Takes the edge lock only when a change reaches back to within an hour of the edge, and says
+-- whether it did. PL/pgSQL: the triggers run once per statement, the batch functions make one
+-- statement per tenant, and a SQL helper was planned again at every call.
+create or replace function fairqueue.served_near_edge(oldest timestamp with time zone)
+returns boolean
 language plpgsql
 as $$
 begin
     if oldest < now() - interval '23 hours' then
         perform fairqueue.served_edge_lock();
+        return true;
     end if;
+    return false;
 end $$;
 alter function fairqueue.served_near_edge(timestamp with time zone) owner to fairqueue_owner;
 revoke all on function fairqueue.served_near_edge(timestamp with time zone) from public,

@@ -179,13 +179,29 @@ as $$
 declare
     c record;
     arrivals boolean;
+    changed boolean;
+    oldest timestamptz;
 begin
-    perform fairqueue.served_near_edge(
-        least((select min(served_at) from old_rows), (select min(served_at) from new_rows)));
     -- A statement that leaves no job pending and moves none across the day's edge (a batch's
-    -- completion, by far the most common update) changes no standing and no count. A full
-    -- join can only be hashed or merged: the transition tables have no statistics, and a
-    -- nested loop over a large statement's rows would be quadratic.
+    -- completion, a lease extended: by far the most common updates, one per tenant of a batch)
+    -- changes no standing and no count. Told by one pass over the rows when no job it touched
+    -- was served near the edge: such a job stays inside the day whatever the watermark, unless
+    -- it gains or loses its served time. A full join can only be hashed or merged: the
+    -- transition tables have no statistics, and a nested loop over a large statement's rows
+    -- would be quadratic.
+    select coalesce(bool_or(o.id is null or n.id is null
+                            or o.status = 'pending' or n.status = 'pending'
+                            or n.type <> o.type or n.group_key <> o.group_key
+                            or (o.served_at is null) <> (n.served_at is null)), false),
+           least(min(o.served_at), min(n.served_at))
+      into changed, oldest
+      from old_rows o
+      full join new_rows n on n.id = o.id;
+    if not fairqueue.served_near_edge(oldest) and not changed then
+        return null;
+    end if;
+    -- Otherwise (a job pending, moved, or served near the edge, whose lock is now held): the
+    -- same question asked of the watermark itself.
     if not exists (select 1 from old_rows o where o.status = 'pending')
        and not exists (select 1 from new_rows n where n.status = 'pending')
        and not exists (
