@@ -8,7 +8,7 @@ import pytest
 from pydantic import BaseModel
 
 from fairqueue import DatabaseUnavailable, Defer, Job, Stage, define_quota, enqueue, run_pipeline
-from fairqueue.claim import claim_batch, complete_claimed
+from fairqueue.claim import claim_batch, complete_claimed, count_completed
 from support import age_job, count, job, runs
 
 
@@ -101,9 +101,11 @@ def test_a_claimer_that_lost_its_job_changes_nothing(conn) -> None:
     age_job(conn, job_id, lease_until=1)
     claim_batch(conn, "lease", batch=1, lease_s=60, locked_by="second")
     assert complete_claimed(conn, [(None, job_id)], "first") == set()
+    assert count_completed(conn, [(None, job_id)], "first") == 0
     row = job(conn, job_id)
     assert (row["status"], row["locked_by"], row["attempts"]) == ("running", "second", 2)
-    assert complete_claimed(conn, [(None, job_id)], "second") == {job_id}
+    assert count_completed(conn, [(None, job_id)], "second") == 1
+    assert job(conn, job_id)["status"] == "done"
 
 
 def test_the_loop_starts_again_at_the_top_after_every_batch(dsn, conn) -> None:

@@ -31,8 +31,9 @@ from .upstream import release_delay
 if TYPE_CHECKING:
     from .stage import Stage
 
-# The claim statement of each level of the fair order (queries/claim.sql).
-CLAIMS: Mapping[str, str] = {"group": "claim_batch", "tenant": "claim_batch_by_tenant"}
+# The claim statement of each level of the fair order, with the read of what it took
+# (queries/claim.sql).
+CLAIMS: Mapping[str, str] = {"group": "claim_and_read", "tenant": "claim_and_read_by_tenant"}
 FAIR_SHARES = tuple(CLAIMS)
 
 
@@ -105,7 +106,7 @@ def claim_batch(
     ``fair_share`` is the level the order is kept at, ``"group"`` or ``"tenant"``; None takes
     the stage's (``Stage.fair_share``), ``"group"`` for a type no stage declares here. The
     claim itself crosses tenants and sees ids only; each job's payload is read again under its
-    own tenant's clamp (one statement for the batch: the server switches the clamp).
+    own tenant's clamp, in the same statement (the server switches the clamp).
     """
     if not 1 <= batch <= MAX_BATCH or not 0 < lease_s <= MAX_LEASE_S:
         raise ConfigurationError(
@@ -140,22 +141,13 @@ def claim_batch(
         except psycopg.errors.DeadlockDetected:
             if attempt == CLAIM_TRIES:
                 raise
-    if not rows:
-        return []
-    found = conn.execute(
-        query("read_claimed"),
-        {
-            "tenant_ids": [row["tenant_id"] for row in rows],
-            "ids": [row["id"] for row in rows],
-            "locked_by": locked_by,
-        },
-    ).fetchall()
-    return [ClaimedJob.from_row(row) for row in found]
+    return [ClaimedJob.from_row(row) for row in rows]
 
 
 def _claim_rows(conn: Connection, statement: LiteralString, params: dict[str, Any]) -> list[Any]:
-    """The claim's one statement, in a transaction of its own. On an autocommit connection the
-    statement is one already: BEGIN and COMMIT would be two more round trips per claim."""
+    """The claim's one statement (with its read), in a transaction of its own. On an autocommit
+    connection the statement is one already: BEGIN and COMMIT would be two more round trips per
+    claim."""
     if conn.autocommit:
         return conn.execute(statement, params).fetchall()
     with conn.transaction():
@@ -202,17 +194,40 @@ def complete_claimed(
     own clamp; the ids that were still this claimer's."""
     if not owned:
         return set()
-    ids = [job_id for _, job_id in owned]
     rows = conn.execute(
-        query("complete_claimed"),
-        {
-            "tenant_ids": [tenant_id for tenant_id, _ in owned],
-            "ids": ids,
-            "outputs": _stored(ids, outputs or {}),
-            "locked_by": locked_by,
-        },
+        query("complete_claimed"), _completion(owned, locked_by, outputs)
     ).fetchall()
     return {row["id"] for row in rows}
+
+
+def count_completed(
+    conn: Connection,
+    owned: list[tuple[str | None, UUID]],
+    locked_by: str,
+    outputs: Mapping[UUID, dict[str, Any] | None] | None = None,
+) -> int:
+    """complete_claimed for a caller that needs only how many were still this claimer's."""
+    if not owned:
+        return 0
+    row = conn.execute(
+        query("complete_claimed_count"), _completion(owned, locked_by, outputs)
+    ).fetchone()
+    assert row is not None
+    return int(row["done"])
+
+
+def _completion(
+    owned: list[tuple[str | None, UUID]],
+    locked_by: str,
+    outputs: Mapping[UUID, dict[str, Any] | None] | None,
+) -> dict[str, Any]:
+    ids = [job_id for _, job_id in owned]
+    return {
+        "tenant_ids": [tenant_id for tenant_id, _ in owned],
+        "ids": ids,
+        "outputs": _stored(ids, outputs or {}),
+        "locked_by": locked_by,
+    }
 
 
 def extend_leases(

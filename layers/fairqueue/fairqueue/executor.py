@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -69,6 +69,14 @@ class FollowUps:
         """The job's follow-ups, no longer parked."""
         with self._lock:
             return self._parked.pop(job_id, [])
+
+    def take_all(self, job_ids: Iterable[UUID]) -> dict[UUID, list[jobs.PreparedJob]]:
+        """The follow-ups of each of these jobs that has any, no longer parked."""
+        with self._lock:
+            if not self._parked:
+                return {}
+            taken = {job_id: self._parked.pop(job_id, []) for job_id in job_ids}
+        return {job_id: parked for job_id, parked in taken.items() if parked}
 
 
 class Executor:
@@ -150,12 +158,14 @@ class Executor:
         # The handler reads and writes application data under its job's tenant clamp; what it
         # writes commits when it returns, together with the job marked done, and rolls back
         # when it raises or when the job is no longer this run's: a job's writes land once. The
-        # transaction is opened only if the handler asks for job.conn.
-        with self.db.handler_connection() as conn, ExitStack() as transaction:
+        # transaction, and the handler's connection it runs on, are taken only if the handler asks
+        # for job.conn; unwound in turn, the transaction ends before the connection goes back.
+        with ExitStack() as transaction:
             opened: list[Connection] = []
 
             def open_conn() -> Connection:
                 if not opened:
+                    conn = transaction.enter_context(self.db.handler_connection())
                     opened.append(
                         transaction.enter_context(tenant_transaction(conn, claimed.tenant_id))
                     )

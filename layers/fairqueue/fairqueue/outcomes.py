@@ -59,12 +59,12 @@ class Outcomes:
         """
         if not succeeded:
             return
-        follow_ups = {job.id: self.follow_ups.take(job.id) for job in succeeded}
+        follow_ups = self.follow_ups.take_all(job.id for job in succeeded)
         owned = [(job.tenant_id, job.id) for job in succeeded]
         with self.db.use() as conn:
-            if not any(follow_ups.values()):
+            if not follow_ups:
                 # Nothing to insert after the completions: one statement, no transaction.
-                done = len(claim.complete_claimed(conn, owned, self.locked_by, outputs))
+                done = claim.count_completed(conn, owned, self.locked_by, outputs)
             else:
                 bells: list[Doorbell] = []
                 with tenants_transaction(conn) as clamp:
@@ -73,7 +73,7 @@ class Outcomes:
                     owed = claim.by_tenant(
                         (job.tenant_id, job.id)
                         for job in succeeded
-                        if job.id in held and follow_ups[job.id]
+                        if job.id in held and job.id in follow_ups
                     )
                     for tenant_id, job_ids in owed.items():
                         clamp(tenant_id)

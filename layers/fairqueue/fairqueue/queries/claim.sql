@@ -23,14 +23,26 @@ select id, tenant_id
   from fairqueue.claim_by_tenant(%(type)s, %(batch)s, %(lease_s)s, %(locked_by)s, %(run_id)s,
                                  %(plan_names)s, %(plan_priorities)s, %(default_priority)s);
 
--- name: read_claimed
--- A batch's claimed jobs, each read under its own tenant's clamp
--- (sql/functions/claimed_batch.sql): what the handlers need, for jobs this claimer still holds.
--- The batch's arrays go in binary (b), here and in complete_claimed and extend_leases: the text
--- form has psycopg test every element for quoting.
-select id, type, payload, tenant_id, group_id, attempts, max_attempts, lane, delta_of,
-       upstream_id, released, release_tries
-  from fairqueue.read_claimed(%(tenant_ids)b::text[], %(ids)b::uuid[], %(locked_by)s);
+-- name: claim_and_read
+-- The fair claim and the read of what it took, one statement: the claim (the door above) hands
+-- its ids and tenant ids to read_claimed, which reads each tenant's jobs under that tenant's
+-- clamp. One round trip instead of two, and the claim commits only with its read.
+select r.id, r.type, r.payload, r.tenant_id, r.group_id, r.attempts, r.max_attempts, r.lane,
+       r.delta_of, r.upstream_id, r.released, r.release_tries
+  from (select array_agg(c.tenant_id) as tenant_ids, array_agg(c.id) as ids
+          from fairqueue.claim(%(type)s, %(batch)s, %(lease_s)s, %(locked_by)s, %(run_id)s,
+                               %(plan_names)s, %(plan_priorities)s, %(default_priority)s) c) c
+ cross join lateral fairqueue.read_claimed(c.tenant_ids, c.ids, %(locked_by)s) r;
+
+-- name: claim_and_read_by_tenant
+-- The same at the tenant level.
+select r.id, r.type, r.payload, r.tenant_id, r.group_id, r.attempts, r.max_attempts, r.lane,
+       r.delta_of, r.upstream_id, r.released, r.release_tries
+  from (select array_agg(c.tenant_id) as tenant_ids, array_agg(c.id) as ids
+          from fairqueue.claim_by_tenant(%(type)s, %(batch)s, %(lease_s)s, %(locked_by)s,
+                                         %(run_id)s, %(plan_names)s, %(plan_priorities)s,
+                                         %(default_priority)s) c) c
+ cross join lateral fairqueue.read_claimed(c.tenant_ids, c.ids, %(locked_by)s) r;
 
 -- name: read_jobs
 -- Under the tenant's clamp, whatever their status (a failed job for its give-up hook).
@@ -43,9 +55,18 @@ select id, type, payload, tenant_id, group_id, attempts, max_attempts, lane, del
 select fairqueue.has_claimable(%(type)s) as claimable;
 
 -- name: complete_claimed
--- A batch's jobs marked done with their outputs, each under its own tenant's clamp (sql/functions/claimed_batch.sql).
+-- A batch's jobs marked done with their outputs, each under its own tenant's clamp
+-- (sql/functions/claimed_batch.sql). The batch's arrays go in binary (b), here and in
+-- extend_leases: the text form has psycopg test every element for quoting.
 select id from fairqueue.complete_claimed(%(tenant_ids)b::text[], %(ids)b::uuid[],
                                           %(outputs)b::jsonb[], %(locked_by)s);
+
+-- name: complete_claimed_count
+-- The same, answering only how many were still this claimer's: a batch with no follow-ups needs
+-- no more, and a hundred ids sent back and parsed cost the client more than the count.
+select count(*) as done
+  from fairqueue.complete_claimed(%(tenant_ids)b::text[], %(ids)b::uuid[], %(outputs)b::jsonb[],
+                                  %(locked_by)s);
 
 -- name: extend_leases
 -- The leases of a batch's jobs still running, each under its own tenant's clamp
