@@ -220,3 +220,37 @@ def test_a_handler_slower_than_its_lease_keeps_its_job_while_it_runs(
     assert written(conn) == [(job_id, 1)]
     done = job(conn, job_id)
     assert (done["status"], done["attempts"], done["run_id"]) == ("done", 1, first_result.run_id)
+
+
+@pytest.mark.timeout(60)
+def test_each_batch_of_a_run_keeps_its_leases_while_it_runs(dsn: str, conn: Connection) -> None:
+    # One keeper thread serves the run's batches one after another: the second batch's lease is
+    # kept as the first one's was.
+    attempts: list[tuple[UUID, int]] = []
+    started = threading.Event()
+
+    def slow(job: Job) -> None:
+        attempts.append((job.id, job.attempts))
+        started.set()
+        time.sleep(1.6)
+
+    stage = Stage("kept_each_batch", handler=slow, batch=1, lease_s=1.0)
+    ids = {enqueue(conn, stage.name, {"n": n}) for n in range(2)}
+    results: list[RunResult] = []
+    run = threading.Thread(target=lambda: results.append(run_pipeline(dsn, [stage])))
+    run.start()
+    try:
+        assert started.wait(WAIT_S)
+        while run.is_alive():
+            running = conn.execute(
+                "select id, lease_until > now() as live from fairqueue.jobs"
+                " where type = %s and status = 'running'",
+                (stage.name,),
+            ).fetchall()
+            assert all(r["live"] for r in running), running
+            time.sleep(0.1)
+    finally:
+        run.join(WAIT_S)
+    (result,) = results
+    assert (result.jobs_done, result.stop_reason) == (2, "no_work")
+    assert sorted(attempts) == sorted((job_id, 1) for job_id in ids)

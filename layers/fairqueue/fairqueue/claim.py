@@ -119,10 +119,10 @@ def claim_batch(
             f"claim of {job_type}: fair_share must be one of {', '.join(FAIR_SHARES)},"
             f" got {level!r}"
         )
-    # The expiry commits on its own first (on an autocommit connection), so the claim never
-    # holds counter rows locked by it while waiting for others.
-    conn.execute(query("expire_served"))
-    conn.execute(query("analyze_when_stale"))
+    # The statistics check and the expiry commit on their own first (on an autocommit
+    # connection), so the claim never holds counter rows locked by the expiry while waiting for
+    # others, nor the tables' ANALYZE lock.
+    conn.execute(query("ready_for_claim"))
     # Groups other claimers hold are passed over inside the claim: a short batch means the
     # groups nobody holds ran out. A claim that a deadlock aborted changed nothing (its
     # transaction rolled back whole) and is made again, a bounded number of times.

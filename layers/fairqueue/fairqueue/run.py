@@ -25,7 +25,7 @@ from .db import Connection, connect
 from .doorbells import Doorbell
 from .errors import ConfigurationError, ConnectionLost, DatabaseUnavailable, describe
 from .executor import Executor, FollowUps, NotStarted
-from .leases import leases_kept
+from .leases import LeaseKeeper
 from .outcomes import Outcomes
 from .plans import PLANS, Plans
 from .runs import RunTally, StopReason, close_run, open_run
@@ -111,6 +111,7 @@ class Run:
         self.executor = Executor(
             db, self.tally, follow_ups, stop, record_with_writes=self.outcomes.complete_with_writes
         )
+        self.leases = LeaseKeeper(db, self.locked_by)
 
     def result(self) -> RunResult:
         summary = self.tally.summary()
@@ -153,7 +154,7 @@ class Run:
         not_started: list[claim.ClaimedJob] = []
         handlers = self.executor.run_handlers(stage, batch)
         with (
-            leases_kept(self.db, self.locked_by, stage, batch, self.executor.started_at),
+            self.leases.kept(stage, batch, self.executor.started_at),
             self._given_back_on_abort(stage, batch),
         ):
             for job, handled, error in handlers:
@@ -264,6 +265,7 @@ def invocation(
             run.stop_reason, run.error = "error", ABORTED
             raise
         finally:
+            run.leases.close()
             db.close_handler_connections()
             run.close_error = _close(active, dsn, run_id, run.stop_reason, run.tally, run.error)
             log.info(

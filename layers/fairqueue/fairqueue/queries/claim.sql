@@ -7,9 +7,10 @@
 select fairqueue.expire_served()
  where (select watermark from fairqueue.served_watermark) < now() - interval '1 day 1 second';
 
--- name: analyze_when_stale
--- A door (sql/functions/statistics.sql): fresh statistics for the claim after a bulk enqueue.
-select fairqueue.analyze_when_stale() as analyzed;
+-- name: ready_for_claim
+-- Before each claim (sql/functions/claim.sql): fresh statistics after a bulk enqueue, then the
+-- served window's edge moved up, committed on their own before the claim starts.
+select fairqueue.ready_for_claim();
 
 -- name: claim_batch
 -- The fair claim is a door (sql/functions/claim.sql): ids and tenant ids only.
