@@ -27,7 +27,8 @@ select id, tenant_id
 -- name: claim_and_read
 -- The fair claim and the read of what it took, one statement: the claim (the door above) hands
 -- its ids and tenant ids to read_claimed, which reads each tenant's jobs under that tenant's
--- clamp. One round trip instead of two, and the claim commits only with its read.
+-- clamp. One round trip instead of two, and the claim commits only with its read. The columns
+-- are claim.ClaimedJob's fields, in their order: each row is made into one directly.
 select r.id, r.type, r.payload, r.tenant_id, r.group_id, r.attempts, r.max_attempts, r.lane,
        r.delta_of, r.upstream_id, r.released, r.release_tries
   from (select array_agg(c.tenant_id) as tenant_ids, array_agg(c.id) as ids
