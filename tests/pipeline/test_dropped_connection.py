@@ -55,6 +55,33 @@ def test_handlers_that_finished_before_the_fault_are_recorded_once(
 
 
 @pytest.mark.timeout(60)
+def test_follow_ups_survive_the_fault_that_their_completion_finds(
+    dsn: str, conn: Connection
+) -> None:
+    # The batch's completion, with its follow-ups, meets the lost connection first; the run
+    # reconnects and records it again, follow-ups included.
+    Stage("dropped_follow_up", handler=lambda job: None)
+    with connect(dsn, autocommit=True) as run_conn:
+        backend = run_conn.info.backend_pid
+
+        def handler(job: Job) -> None:
+            job.enqueue("dropped_follow_up", {"after": job.payload["n"]})
+            if job.payload["n"] == 2:
+                conn.execute("select pg_terminate_backend(%s)", (backend,))
+
+        stage = Stage("dropped_with_follow_ups", handler=handler, batch=5)
+        ids = [enqueue(conn, stage.name, {"n": n}) for n in range(5)]
+        result = run_pipeline(dsn, [stage], conn=run_conn)
+
+    assert (result.stop_reason, result.jobs_done) == ("error", 5)
+    assert statuses(conn, ids) == [("done", 1)] * 5
+    follow_ups = conn.execute(
+        "select payload from fairqueue.jobs where type = 'dropped_follow_up' order by payload"
+    ).fetchall()
+    assert [row["payload"] for row in follow_ups] == [{"after": n} for n in range(5)]
+
+
+@pytest.mark.timeout(60)
 def test_no_handler_starts_once_the_run_knows_its_connection_is_lost(
     dsn: str, conn: Connection
 ) -> None:

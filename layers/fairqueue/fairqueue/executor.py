@@ -70,13 +70,22 @@ class FollowUps:
         with self._lock:
             return self._parked.pop(job_id, [])
 
-    def take_all(self, job_ids: Iterable[UUID]) -> dict[UUID, list[jobs.PreparedJob]]:
-        """The follow-ups of each of these jobs that has any, no longer parked."""
+    def parked_for(self, job_ids: Iterable[UUID]) -> dict[UUID, list[jobs.PreparedJob]]:
+        """The follow-ups of each of these jobs that has any, still parked: a completion that
+        meets a lost connection is recorded again, follow-ups included."""
         with self._lock:
             if not self._parked:
                 return {}
-            taken = {job_id: self._parked.pop(job_id, []) for job_id in job_ids}
-        return {job_id: parked for job_id, parked in taken.items() if parked}
+            return {
+                job_id: list(self._parked[job_id]) for job_id in job_ids if job_id in self._parked
+            }
+
+    def drop(self, job_ids: Iterable[UUID]) -> None:
+        """No longer parked: their jobs' outcomes are recorded."""
+        with self._lock:
+            if self._parked:
+                for job_id in job_ids:
+                    self._parked.pop(job_id, None)
 
 
 class Executor:

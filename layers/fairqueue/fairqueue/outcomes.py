@@ -59,7 +59,9 @@ class Outcomes:
         """
         if not succeeded:
             return
-        follow_ups = self.follow_ups.take_all(job.id for job in succeeded)
+        # Still parked until the completion is recorded: a step cut short by a lost connection is
+        # taken again whole, and its follow-ups with it.
+        follow_ups = self.follow_ups.parked_for(job.id for job in succeeded)
         owned = [(job.tenant_id, job.id) for job in succeeded]
         with self.db.use() as conn:
             if not follow_ups:
@@ -81,6 +83,7 @@ class Outcomes:
                             bells.extend(self.insert_follow_ups(conn, follow_ups[job_id]))
                 done = len(held)
                 ringing.ring(conn, bells)
+        self.follow_ups.drop(job.id for job in succeeded)
         tally.done += done
         self.count_lost(tally, len(succeeded) - done)
         self.free_lanes(succeeded)
