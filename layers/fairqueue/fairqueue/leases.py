@@ -120,6 +120,10 @@ class LeaseKeeper:
                 claim.extend_leases(conn, _owned(entry), self.locked_by, entry.stage.lease_s)
         except (psycopg.Error, FairqueueError) as exc:
             log.warning("could not keep the leases of %s: %s", self.locked_by, describe(exc))
+        except Exception:
+            # The thread serves the run's later batches too: whatever went wrong with this beat
+            # is logged, and the next one is tried as usual.
+            log.exception("keeping the leases of %s failed", self.locked_by)
 
 
 def _owned(entry: _Kept) -> list[tuple[str | None, UUID]]:

@@ -66,7 +66,11 @@ class RunTally:
         self.counters[name] = self.counters.get(name, 0) + n
 
     def stage(self, name: str) -> StageTally:
-        return self.stages.setdefault(name, StageTally())
+        # Looked up for every job a run hands out: a StageTally is made only for a new stage.
+        tally = self.stages.get(name)
+        if tally is None:
+            tally = self.stages[name] = StageTally()
+        return tally
 
     @property
     def done(self) -> int:
