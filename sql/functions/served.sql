@@ -70,6 +70,21 @@ alter function fairqueue.expire_served() owner to fairqueue_owner;
 revoke all on function fairqueue.expire_served() from public, fairqueue_app;
 grant execute on function fairqueue.expire_served() to fairqueue_app;
 
+-- The expiry, skipped while the edge is less than a second stale: what every caller runs (before
+-- each claim, and in the sweeper), so a busy queue moves the edge at most once a second.
+create or replace function fairqueue.expire_served_when_stale() returns void
+language plpgsql set search_path = pg_catalog, pg_temp
+as $$
+begin
+    if (select w.watermark from fairqueue.served_watermark w)
+       < now() - interval '1 day 1 second' then
+        perform fairqueue.expire_served();
+    end if;
+end $$;
+alter function fairqueue.expire_served_when_stale() owner to fairqueue_owner;
+revoke all on function fairqueue.expire_served_when_stale() from public, fairqueue_app;
+grant execute on function fairqueue.expire_served_when_stale() to fairqueue_app;
+
 -- A group's head: its oldest due pending job of the type, the job the group offers first. The
 -- one definition of it, for the triggers that keep the head and the claim that repairs it.
 -- A set of at most one row, so that the planner inlines it where it is read.

@@ -3,9 +3,9 @@
 -- tenant_id is NULL for a system job, hence `is not distinct from`.
 
 -- name: expire_served
--- Moves the served window's edge up to now() - 1 day; skipped while it is less than a second stale.
-select fairqueue.expire_served()
- where (select watermark from fairqueue.served_watermark) < now() - interval '1 day 1 second';
+-- The sweeper's: moves the served window's edge up to now() - 1 day, skipped while it is less
+-- than a second stale (sql/functions/served.sql).
+select fairqueue.expire_served_when_stale();
 
 -- name: ready_for_claim
 -- Before each claim (sql/functions/claim.sql): fresh statistics after a bulk enqueue, then the
