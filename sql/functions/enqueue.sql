@@ -38,17 +38,19 @@ revoke all on function fairqueue.enqueue_job(text, text, jsonb, text, text, inte
 grant execute on function fairqueue.enqueue_job(text, text, jsonb, text, text, integer,
     timestamp with time zone, float8) to fairqueue_app;
 
--- The jobs of one enqueue_many call (one type, one tenant), item k at array position k: one row
--- whose ids hold item k's id at position k, NULL where an open job of the tenant holds the item's
--- dedupe key (as enqueue_job's id is). The ids are drawn before the insert so that each item is
--- matched to its row. Without dedupe keys, which no conflict can refuse, the rows go in as they
--- come; with them, by dedupe key, so that two calls that share keys wait for each other in one
--- order and never deadlock, whatever order their callers gave. When the clamp is another
--- tenant's, the row says so, ids is NULL and nothing is inserted. One row of an array rather than
--- a row per item: matching a thousand rows back to their items, and sending them, was a sixth of
--- the call (docs/design.md, "Enqueue in batches").
+-- The jobs of one enqueue_many call (one type, one tenant), item k at position k of the arrays and
+-- of p_payloads, a JSON array of the payloads (one document for the call: the client encodes it
+-- once rather than a thousand times). One row whose ids hold item k's id at position k, NULL
+-- where an open job of the tenant holds the item's dedupe key (as enqueue_job's id is). The ids
+-- are drawn before the insert so that each item is matched to its row. Without dedupe keys,
+-- which no conflict can refuse, the rows go in as they come; with them, by dedupe key, so that
+-- two calls that share keys wait for each other in one order and never deadlock, whatever order
+-- their callers gave. When the clamp is another tenant's, the row says so, ids is NULL and
+-- nothing is inserted. One row of an array rather than a row per item: matching a thousand rows
+-- back to their items, and sending them, was a sixth of the call (docs/design.md, "Enqueue in
+-- batches").
 create or replace function fairqueue.enqueue_jobs(
-    p_type text, p_tenant_id text, p_payloads text[], p_group_ids text[], p_dedupe_keys text[],
+    p_type text, p_tenant_id text, p_payloads jsonb, p_group_ids text[], p_dedupe_keys text[],
     p_max_attempts integer[], p_run_afters timestamp with time zone[], p_delays_s float8[])
 returns table (clamped_to text, system boolean, matches boolean, ids uuid[])
 language plpgsql volatile set search_path = pg_catalog, pg_temp
@@ -65,23 +67,26 @@ begin
         return;
     end if;
     drawn := array(select fairqueue.new_job_id()
-                     from generate_series(1, cardinality(p_payloads)));
+                     from generate_series(1, cardinality(p_group_ids)));
     if cardinality(array_remove(p_dedupe_keys, null)) = 0 then
         insert into fairqueue.jobs
                (id, type, payload, tenant_id, group_id, max_attempts, run_after)
-        select i.id, p_type, i.payload::jsonb, p_tenant_id, i.group_id, i.max_attempts,
+        select i.id, p_type, i.payload, p_tenant_id, i.group_id, i.max_attempts,
                coalesce(i.run_after, now() + i.delay_s * interval '1 second')
-          from unnest(drawn, p_payloads, p_group_ids, p_max_attempts, p_run_afters, p_delays_s)
+          from rows from (unnest(drawn), jsonb_array_elements(p_payloads), unnest(p_group_ids),
+                          unnest(p_max_attempts), unnest(p_run_afters), unnest(p_delays_s))
                as i (id, payload, group_id, max_attempts, run_after, delay_s);
         ids := drawn;
     else
         with inserted as (
             insert into fairqueue.jobs
                    (id, type, payload, tenant_id, group_id, dedupe_key, max_attempts, run_after)
-            select i.id, p_type, i.payload::jsonb, p_tenant_id, i.group_id, i.dedupe_key,
+            select i.id, p_type, i.payload, p_tenant_id, i.group_id, i.dedupe_key,
                    i.max_attempts, coalesce(i.run_after, now() + i.delay_s * interval '1 second')
-              from unnest(drawn, p_payloads, p_group_ids, p_dedupe_keys, p_max_attempts,
-                          p_run_afters, p_delays_s) with ordinality
+              from rows from (unnest(drawn), jsonb_array_elements(p_payloads),
+                              unnest(p_group_ids), unnest(p_dedupe_keys),
+                              unnest(p_max_attempts), unnest(p_run_afters),
+                              unnest(p_delays_s)) with ordinality
                    as i (id, payload, group_id, dedupe_key, max_attempts, run_after, delay_s, n)
              order by i.dedupe_key, i.n
             on conflict (coalesce(tenant_id, ''), dedupe_key)
@@ -95,9 +100,9 @@ begin
     end if;
     return next;
 end $$;
-alter function fairqueue.enqueue_jobs(text, text, text[], text[], text[], integer[],
+alter function fairqueue.enqueue_jobs(text, text, jsonb, text[], text[], integer[],
     timestamp with time zone[], float8[]) owner to fairqueue_owner;
-revoke all on function fairqueue.enqueue_jobs(text, text, text[], text[], text[], integer[],
+revoke all on function fairqueue.enqueue_jobs(text, text, jsonb, text[], text[], integer[],
     timestamp with time zone[], float8[]) from public, fairqueue_app;
-grant execute on function fairqueue.enqueue_jobs(text, text, text[], text[], text[], integer[],
+grant execute on function fairqueue.enqueue_jobs(text, text, jsonb, text[], text[], integer[],
     timestamp with time zone[], float8[]) to fairqueue_app;

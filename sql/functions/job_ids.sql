@@ -1,14 +1,16 @@
 -- A new job's id: a version 7 UUID (RFC 9562). Its first six bytes are the Unix time in
--- milliseconds, the next twelve bits count ids drawn within the millisecond (the low bits of
--- fairqueue.job_id_order), then come the variant's two bits and 62 random bits. Ids drawn later
--- sort later, so a new job's primary key entry lands at the right edge of the index: the index
--- stays dense (splits at the edge leave full pages behind, where random ids split pages
--- everywhere), a bulk insert touches a few pages, and the jobs enqueued together share a few
--- pages for the claims and completions that look them up by id a batch at a time
--- (docs/design.md, "Job ids in time order"). The random bits come from the session's random(),
--- seeded from the strong source on its first use in a session: they only tell apart ids of
--- one millisecond whose count wrapped, and gen_random_uuid() reads the strong source for every
--- id, which was half of an id's cost. One expression, so that the planner inlines it into the
+-- milliseconds, the next twelve bits count the ids a session draws within the millisecond (the
+-- low bits of fairqueue.job_id_order, whose values each session takes from a cache of its own),
+-- then come the variant's two bits and 62 random bits. Ids drawn in a later millisecond sort
+-- later, and a session's ids in the order it drew them, so a new job's primary key entry lands
+-- at the right edge of the index: the index stays dense (splits at the edge leave full pages
+-- behind, where random ids split pages everywhere), a bulk insert touches a few pages, and the
+-- jobs enqueued together share a few pages for the claims and completions that look them up by
+-- id a batch at a time (docs/design.md, "Job ids in time order"). The random bits come from the
+-- session's random(), seeded from the strong source on its first use in a session: they only
+-- tell apart ids of one millisecond whose counts are equal (a count that wrapped, or two
+-- sessions' caches that meet), and gen_random_uuid() reads the strong source for every id,
+-- which was half of an id's cost. One expression, so that the planner inlines it into the
 -- statement that draws the ids; its names are schema-qualified for the same reason.
 create or replace function fairqueue.new_job_id() returns uuid
 language sql volatile parallel unsafe

@@ -200,6 +200,33 @@ def test_one_bad_job_in_the_middle_refuses_the_call_and_nothing_is_inserted(
     assert count(conn) == 0
 
 
+def test_the_first_bad_job_is_named_whichever_check_finds_it(conn) -> None:
+    # A payload only the encoding refuses, before a job whose group id is wrong: the call's
+    # payloads are encoded together after the other checks, and that order must not show.
+    given = [NewJob({"n": 0}), NewJob({"n": float("nan")}), NewJob({"n": 2}, group_id="")]
+    with pytest.raises(InvalidPayload, match=r"jobs\[1\]: many_plain: .*nan"):
+        enqueue_many(conn, "many_plain", given)
+    given = [NewJob({"n": 0}), NewJob({"n": 1}, group_id=""), NewJob({"n": float("nan")})]
+    with pytest.raises(InvalidPayload, match=r"jobs\[1\]: many_plain: group_id"):
+        enqueue_many(conn, "many_plain", given)
+    assert count(conn) == 0
+
+
+def test_payloads_under_the_limit_each_are_stored_when_together_they_are_over_it(
+    conn, monkeypatch
+) -> None:
+    monkeypatch.setenv("FAIRQUEUE_MAX_PAYLOAD_BYTES", "100")
+    given = [NewJob({"n": n, "text": "x" * 60}) for n in range(5)]
+    results = enqueue_many(conn, "many_plain", given)
+    assert [job(conn, r.job_id)["payload"] for r in results] == [j.payload for j in given]
+
+
+def test_a_payload_that_spells_an_escaped_nul_is_stored_as_given(conn) -> None:
+    given = [NewJob({"text": "\\u0000"}), NewJob({"text": "plain"})]
+    results = enqueue_many(conn, "many_plain", given)
+    assert [job(conn, r.job_id)["payload"] for r in results] == [j.payload for j in given]
+
+
 def test_a_payload_over_the_size_limit_names_its_job(conn, monkeypatch) -> None:
     monkeypatch.setenv("FAIRQUEUE_MAX_PAYLOAD_BYTES", "100")
     given = [NewJob({}), NewJob({}), NewJob({"blob": "x" * 1000})]

@@ -11,22 +11,26 @@ stage rings once the rows commit.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Literal
 from uuid import UUID
 
 from .db import Connection
 from .errors import FairqueueError, InvalidPayload, PayloadTooLarge
-from .inputs import MAX_ENQUEUE_MANY, MAX_ENQUEUE_MANY_BYTES, check_label
+from .inputs import MAX_ENQUEUE_MANY, MAX_ENQUEUE_MANY_BYTES, check_label, json_if_storable
 from .jobs import (
+    JobFields,
     PreparedJob,
-    doorbell_for,
+    doorbell_of,
+    job_fields,
+    json_size,
     max_payload_bytes,
     prepare_for,
     ring_all_when_committed,
     rings_doorbells,
     stage_of,
+    validate_payload,
 )
 from .queries import query
 from .stage import Stage
@@ -79,21 +83,24 @@ def enqueue_many(
     jobs exist once the caller commits, and a doorbell stage's jobs ring then, one doorbell
     each. An empty list returns ``[]`` and sends nothing.
     """
-    prepared, refused = prepare_many(job_type, jobs, tenant_id=tenant_id)
-    if not prepared:
+    prepared = prepare_many(job_type, jobs, tenant_id=tenant_id)
+    if not prepared.places:
         return []  # no jobs given (a repeated key always follows one that is sent)
-    ids = insert_many(conn, job_type, tenant_id, [job for _, job in prepared])
+    ids = insert_many(conn, job_type, tenant_id, prepared)
     if rings_doorbells(job_type):
         ring_all_when_committed(
             conn,
-            [doorbell_for(job, job_id) for (_, job), job_id in zip(prepared, ids, strict=True)],
+            [
+                None if job_id is None else doorbell_of(job_type, tenant_id, job_id)
+                for job_id in ids
+            ],
         )
     # The jobs sent answer in order, their ids in the same order: each place of the call is
     # either refused before sending or the next of them.
     sent = iter(ids)
     answers: list[Enqueued] = []
-    for index in range(len(prepared) + len(refused)):
-        why = refused.get(index)
+    for index in range(len(prepared.places) + len(prepared.refused)):
+        why = prepared.refused.get(index)
         job_id = None if why is not None else next(sent)
         if why is None and job_id is None:
             why = "open"
@@ -101,40 +108,133 @@ def enqueue_many(
     return answers
 
 
-def prepare_many(
-    job_type: str, jobs: Sequence[NewJob], *, tenant_id: str | None
-) -> tuple[list[tuple[int, PreparedJob]], dict[int, Refusal]]:
+@dataclass(slots=True)
+class PreparedMany:
+    """The jobs of a call checked and ready to send, in the arrays the statement takes: the job
+    at position k of each was at ``places[k]`` in the call."""
+
+    places: list[int] = field(default_factory=list)
+    # The payloads of the jobs sent, as one JSON array: encoded once for the call.
+    payloads: str = "[]"
+    group_ids: list[str | None] = field(default_factory=list)
+    dedupe_keys: list[str | None] = field(default_factory=list)
+    max_attempts: list[int] = field(default_factory=list)
+    run_ats: list[datetime | None] = field(default_factory=list)
+    delays_s: list[float] = field(default_factory=list)
+    # The places refused before the database is asked, and why.
+    refused: dict[int, Refusal] = field(default_factory=dict)
+
+    def add(self, place: int, fields: JobFields) -> None:
+        self.places.append(place)
+        self.group_ids.append(fields.group_id)
+        self.dedupe_keys.append(fields.dedupe_key)
+        self.max_attempts.append(fields.max_attempts)
+        self.run_ats.append(fields.run_at)
+        self.delays_s.append(fields.delay_s)
+
+
+def prepare_many(job_type: str, jobs: Sequence[NewJob], *, tenant_id: str | None) -> PreparedMany:
     """Every job checked, none sent: the ones to insert, with their places in the call, and
     the places of the ones refused before the database is asked (a dedupe key repeated)."""
     stage = stage_of(job_type)
     check_label(f"{job_type}: tenant_id", tenant_id)
-    items = list(jobs)
+    items: list[object] = list(jobs)
     if len(items) > MAX_ENQUEUE_MANY:
         raise InvalidPayload(
             f"{job_type}: enqueue_many takes at most {MAX_ENQUEUE_MANY} jobs per call,"
             f" got {len(items)}; split them into several calls"
         )
-    prepared: list[tuple[int, PreparedJob]] = []
-    refused: dict[int, Refusal] = {}
+    limit = max_payload_bytes()
+    together = _prepared_together(stage, items, limit)
+    return together if together is not None else _prepared_each(stage, items, tenant_id, limit)
+
+
+def _prepared_together(
+    stage: Stage, items: list[object], payload_limit: int
+) -> PreparedMany | None:
+    """The call's jobs checked with their payloads encoded as one document: the way a call of
+    good jobs is checked, the encoding being most of the checks' cost. None when any check
+    fails, or the document is over a limit that each payload or all of them together must
+    keep: ``_prepared_each`` then finds the first job that is wrong, as ``enqueue`` would."""
+    prepared = PreparedMany()
+    payloads: list[dict[str, Any]] = []
+    seen_keys: set[str] = set()
+    # A job that gives nothing but its payload (the common one) has the stage's defaults.
+    defaults = job_fields(stage, group_id=None, dedupe_key=None, run_after=None, max_attempts=None)
+    try:
+        for index, item in enumerate(items):
+            if not isinstance(item, NewJob):
+                return None
+            stored = validate_payload(stage, item.payload)
+            if (
+                item.group_id is None
+                and item.dedupe_key is None
+                and item.run_after is None
+                and item.max_attempts is None
+            ):
+                fields = defaults
+            else:
+                fields = job_fields(
+                    stage,
+                    group_id=item.group_id,
+                    dedupe_key=item.dedupe_key,
+                    run_after=item.run_after,
+                    max_attempts=item.max_attempts,
+                )
+            if fields.dedupe_key is not None:
+                if fields.dedupe_key in seen_keys:
+                    prepared.refused[index] = "repeated"
+                    continue
+                seen_keys.add(fields.dedupe_key)
+            payloads.append(stored)
+            prepared.add(index, fields)
+    except FairqueueError:
+        return None
+    document = json_if_storable(payloads)
+    # No payload is larger than the document that holds them all, nor are they together.
+    if document is None or json_size(document) > min(payload_limit, MAX_ENQUEUE_MANY_BYTES):
+        return None
+    prepared.payloads = document
+    return prepared
+
+
+def _prepared_each(
+    stage: Stage, items: list[object], tenant_id: str | None, payload_limit: int
+) -> PreparedMany:
+    """The call's jobs checked one by one, each payload encoded and measured on its own: the
+    first job that is wrong refuses the call with the error ``enqueue`` would raise, naming
+    its place."""
+    prepared = PreparedMany()
+    encoded: list[str] = []
     seen_keys: set[str] = set()
     total_bytes = 0
-    limit = max_payload_bytes()
     for index, item in enumerate(items):
-        job = _prepare_one(stage, index, item, tenant_id, limit)
+        job = _prepare_one(stage, index, item, tenant_id, payload_limit)
         total_bytes += job.payload_bytes
         if total_bytes > MAX_ENQUEUE_MANY_BYTES:
             raise PayloadTooLarge(
-                f"{job_type}: the payloads of jobs[0] to jobs[{index}] are {total_bytes} bytes"
+                f"{stage.name}: the payloads of jobs[0] to jobs[{index}] are {total_bytes} bytes"
                 f" together, over the limit of {MAX_ENQUEUE_MANY_BYTES} for one call;"
                 " split them into several calls"
             )
         if job.dedupe_key is not None:
             if job.dedupe_key in seen_keys:
-                refused[index] = "repeated"
+                prepared.refused[index] = "repeated"
                 continue
             seen_keys.add(job.dedupe_key)
-        prepared.append((index, job))
-    return prepared, refused
+        encoded.append(job.payload_json)
+        prepared.add(
+            index,
+            JobFields(
+                group_id=job.group_id,
+                dedupe_key=job.dedupe_key,
+                max_attempts=job.max_attempts,
+                run_at=job.run_at,
+                delay_s=job.delay_s,
+            ),
+        )
+    prepared.payloads = f"[{','.join(encoded)}]"
+    return prepared
 
 
 def _prepare_one(
@@ -161,9 +261,9 @@ def _prepare_one(
 
 
 def insert_many(
-    conn: Connection, job_type: str, tenant_id: str | None, jobs: Sequence[PreparedJob]
+    conn: Connection, job_type: str, tenant_id: str | None, prepared: PreparedMany
 ) -> list[UUID | None]:
-    """Insert prepared jobs of one type and tenant in one statement; each one's id, or None
+    """Insert the prepared jobs of one type and tenant in one statement; each one's id, or None
     where an open job of the tenant holds its dedupe key. The keys must differ.
 
     The statement clamps its transaction to the tenant unless it is clamped already, as
@@ -174,17 +274,17 @@ def insert_many(
         {
             "type": job_type,
             "tenant_id": tenant_id,
-            "payloads": [job.payload_json for job in jobs],
-            "group_ids": [job.group_id for job in jobs],
-            "dedupe_keys": [job.dedupe_key for job in jobs],
-            "max_attempts": [job.max_attempts for job in jobs],
-            "run_afters": [job.run_at for job in jobs],
-            "delays_s": [job.delay_s for job in jobs],
+            "payloads": prepared.payloads,
+            "group_ids": prepared.group_ids,
+            "dedupe_keys": prepared.dedupe_keys,
+            "max_attempts": prepared.max_attempts,
+            "run_afters": prepared.run_ats,
+            "delays_s": prepared.delays_s,
         },
     ).fetchone()
     assert row is not None, "the enqueue_many statement answers one row"
     if not row["matches"]:
         raise mismatch_of(row, tenant_id)
     ids: list[UUID | None] = row["ids"]
-    assert len(ids) == len(jobs), "enqueue_many answers one id per job"
+    assert len(ids) == len(prepared.places), "enqueue_many answers one id per job"
     return ids

@@ -92,17 +92,31 @@ def storable_json(document: Any, what: str) -> str:
     the place in it that cannot be stored: a key that is not a string, a NUL, invalid Unicode,
     a number JSON has no spelling for, a value JSON has no type for, or nesting past MAX_DEPTH.
     """
+    encoded = json_if_storable(document)
+    if encoded is not None:
+        return encoded
+    # Only a document that fails a check is walked value by value, to name the place: the walk
+    # costs more than the encoding of a small payload. A walk that finds nothing means the
+    # output only looked wrong (a string that spells a backslash and u0000).
+    _refuse_unstorable(document, what)
+    try:
+        return _STRICT.encode(document)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise InvalidPayload(f"{what} cannot be written as JSON: {exc}") from exc
+
+
+def json_if_storable(document: Any) -> str | None:
+    """``document`` as compact UTF-8 JSON when a jsonb column can store it as it is; None when
+    it cannot, without saying why (``storable_json`` names the place)."""
     # The encoder refuses what JSON cannot spell; what it would let through (a key it would
     # turn into a string, a NUL, a lone surrogate, deep nesting) is looked for in its output
-    # and in the containers alone. Only a document that fails a check is walked value by
-    # value, to name the place: the walk costs more than the encoding of a small payload.
+    # and in the containers alone.
     try:
         encoded = _STRICT.encode(document)
-    except (TypeError, ValueError, RecursionError) as exc:
-        _refuse_unstorable(document, what)
-        raise InvalidPayload(f"{what} cannot be written as JSON: {exc}") from exc
+    except (TypeError, ValueError, RecursionError):
+        return None
     if "\\u0000" in encoded or not _text_is_valid(encoded) or not _containers_fit(document):
-        _refuse_unstorable(document, what)
+        return None
     return encoded
 
 

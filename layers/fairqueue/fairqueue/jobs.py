@@ -102,29 +102,29 @@ def prepare(
     )
 
 
-def prepare_for(
+@dataclass(slots=True)
+class JobFields:
+    """What a job carries besides its payload, checked: how ``prepare_for`` and ``enqueue_many``
+    store the arguments ``enqueue`` takes."""
+
+    group_id: str | None
+    dedupe_key: str | None
+    max_attempts: int
+    run_at: datetime | None
+    delay_s: float
+
+
+def job_fields(
     stage: Stage,
-    payload: dict[str, Any],
     *,
-    tenant_id: str | None,
     group_id: str | None,
     dedupe_key: str | None,
     run_after: datetime | timedelta | None,
     max_attempts: int | None,
-    payload_limit: int,
-) -> PreparedJob:
-    """``prepare``'s checks of what is the job's own, for a stage already found and a tenant id
-    already checked: a caller checking many jobs of one stage and tenant finds and checks those
-    once."""
+) -> JobFields:
+    """The job's own arguments besides its payload, checked; InvalidPayload names the first one
+    that is wrong."""
     job_type = stage.name
-    stored = validate_payload(stage, payload)
-    encoded = storable_json(stored, f"{job_type}: the payload")
-    # Checked valid Unicode already: an ASCII text's length is its size.
-    size = len(encoded) if encoded.isascii() else len(encoded.encode("utf-8"))
-    if size > payload_limit:
-        raise PayloadTooLarge(
-            f"{job_type}: payload is {size} bytes, over the limit of {payload_limit}"
-        )
     if group_id is not None:
         check_label(f"{job_type}: group_id", group_id)
     if dedupe_key is not None:
@@ -142,18 +142,62 @@ def prepare_for(
         delay_s = check_delay(f"{job_type}: run_after", run_after)
     elif run_after is not None:
         raise InvalidPayload(f"{job_type}: run_after must be a datetime, a timedelta or None")
-    return PreparedJob(
-        type=job_type,
-        payload=stored,
-        tenant_id=tenant_id,
+    return JobFields(
         group_id=group_id,
         dedupe_key=dedupe_key,
         max_attempts=attempts,
         run_at=run_at,
         delay_s=delay_s,
+    )
+
+
+def prepare_for(
+    stage: Stage,
+    payload: dict[str, Any],
+    *,
+    tenant_id: str | None,
+    group_id: str | None,
+    dedupe_key: str | None,
+    run_after: datetime | timedelta | None,
+    max_attempts: int | None,
+    payload_limit: int,
+) -> PreparedJob:
+    """``prepare``'s checks of what is the job's own, for a stage already found and a tenant id
+    already checked: a caller checking many jobs of one stage and tenant finds and checks those
+    once."""
+    job_type = stage.name
+    stored = validate_payload(stage, payload)
+    encoded = storable_json(stored, f"{job_type}: the payload")
+    size = json_size(encoded)
+    if size > payload_limit:
+        raise PayloadTooLarge(
+            f"{job_type}: payload is {size} bytes, over the limit of {payload_limit}"
+        )
+    fields = job_fields(
+        stage,
+        group_id=group_id,
+        dedupe_key=dedupe_key,
+        run_after=run_after,
+        max_attempts=max_attempts,
+    )
+    return PreparedJob(
+        type=job_type,
+        payload=stored,
+        tenant_id=tenant_id,
+        group_id=fields.group_id,
+        dedupe_key=fields.dedupe_key,
+        max_attempts=fields.max_attempts,
+        run_at=fields.run_at,
+        delay_s=fields.delay_s,
         payload_json=encoded,
         payload_bytes=size,
     )
+
+
+def json_size(encoded: str) -> int:
+    """The size in bytes, UTF-8, of JSON text already checked to be valid Unicode: an ASCII
+    text's length is its size."""
+    return len(encoded) if encoded.isascii() else len(encoded.encode("utf-8"))
 
 
 def stage_of(job_type: str) -> Stage:
