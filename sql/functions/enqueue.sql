@@ -48,7 +48,8 @@ grant execute on function fairqueue.enqueue_job(text, text, jsonb, text, text, i
 -- their callers gave. When the clamp is another tenant's, the row says so, ids is NULL and
 -- nothing is inserted. One row of an array rather than a row per item: matching a thousand rows
 -- back to their items, and sending them, was a sixth of the call (docs/design.md, "Enqueue in
--- batches").
+-- batches"). A NULL group id, dedupe key or run_after array stands for a null at every position
+-- (ROWS FROM pads a set that ends early with nulls), so a caller sends no array of nulls.
 create or replace function fairqueue.enqueue_jobs(
     p_type text, p_tenant_id text, p_payloads jsonb, p_group_ids text[], p_dedupe_keys text[],
     p_max_attempts integer[], p_run_afters timestamp with time zone[], p_delays_s float8[])
@@ -67,8 +68,8 @@ begin
         return;
     end if;
     drawn := array(select fairqueue.new_job_id()
-                     from generate_series(1, cardinality(p_group_ids)));
-    if cardinality(array_remove(p_dedupe_keys, null)) = 0 then
+                     from generate_series(1, jsonb_array_length(p_payloads)));
+    if coalesce(cardinality(array_remove(p_dedupe_keys, null)), 0) = 0 then
         insert into fairqueue.jobs
                (id, type, payload, tenant_id, group_id, max_attempts, run_after)
         select i.id, p_type, i.payload, p_tenant_id, i.group_id, i.max_attempts,

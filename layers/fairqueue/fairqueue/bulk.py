@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 from uuid import UUID
 
 from .db import Connection
@@ -35,6 +35,8 @@ from .jobs import (
 from .queries import query
 from .stage import Stage
 from .tenancy import mismatch_of
+
+T = TypeVar("T")
 
 Refusal = Literal["open", "repeated"]
 """Why a job of the call was not inserted: ``open``, an open job of the tenant (queued, pending
@@ -275,10 +277,10 @@ def insert_many(
             "type": job_type,
             "tenant_id": tenant_id,
             "payloads": prepared.payloads,
-            "group_ids": prepared.group_ids,
-            "dedupe_keys": prepared.dedupe_keys,
+            "group_ids": _unless_all_null(prepared.group_ids),
+            "dedupe_keys": _unless_all_null(prepared.dedupe_keys),
             "max_attempts": prepared.max_attempts,
-            "run_afters": prepared.run_ats,
+            "run_afters": _unless_all_null(prepared.run_ats),
             "delays_s": prepared.delays_s,
         },
     ).fetchone()
@@ -288,3 +290,9 @@ def insert_many(
     ids: list[UUID | None] = row["ids"]
     assert len(ids) == len(prepared.places), "enqueue_many answers one id per job"
     return ids
+
+
+def _unless_all_null(values: list[T | None]) -> list[T | None] | None:
+    """The array to send, or None when every element is None: the statement reads a NULL array
+    as a null at every position, and an array of a thousand nulls takes time to send."""
+    return None if all(value is None for value in values) else values
