@@ -1,11 +1,13 @@
 """Enqueue many: the jobs of one type and one tenant, checked together, inserted by one statement.
 
-Every job is checked by ``jobs.prepare_for``, exactly as ``enqueue`` checks one, before anything
-is sent; the first bad one refuses the whole call with the error ``enqueue`` would raise, its
-message prefixed with the job's place in the list (``jobs[3]: ...``). What passes goes to the
-database as one INSERT of arrays (``queries/jobs.sql``, ``enqueue_many``), which clamps its
-transaction to the tenant as ``enqueue``'s statement does, and each inserted job of a doorbell
-stage rings once the rows commit.
+Every job gets ``enqueue``'s checks before anything is sent: its fields by ``jobs.job_fields``
+and the call's payloads encoded together as one JSON document, or, when any check fails, each job
+again by ``jobs.prepare_for``, so that the first bad one refuses the whole call with the error
+``enqueue`` would raise, its message prefixed with the job's place in the list (``jobs[3]:
+...``). What passes goes to the database as one INSERT of the document and arrays
+(``queries/jobs.sql``, ``enqueue_many``), which clamps its transaction to the tenant as
+``enqueue``'s statement does, and each inserted job of a doorbell stage rings once the rows
+commit.
 """
 
 from __future__ import annotations
