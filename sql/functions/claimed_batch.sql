@@ -34,8 +34,68 @@ alter function fairqueue.read_claimed(text[], uuid[], text) owner to fairqueue_o
 revoke all on function fairqueue.read_claimed(text[], uuid[], text) from public, fairqueue_app;
 grant execute on function fairqueue.read_claimed(text[], uuid[], text) to fairqueue_app;
 
--- Claimed jobs marked done with their outputs, tenant by tenant under each tenant's clamp: the
+-- Claimed jobs that finished with no output marked done by one statement for the whole batch,
+-- whichever tenants they are of: a completion that writes no output changes the row's state as
+-- the claim does (status, finish time, lease), none of the job's data, so it crosses tenants as
+-- the claim does. Each row is still named with its tenant and its claimer. A caller whose
+-- transaction is clamped finishes only jobs inside its clamp, as the policies would let it. The
 -- ids that were still this claimer's.
+create or replace function fairqueue.mark_claimed_done_unchecked(
+    p_tenant_ids text[],
+    p_ids uuid[],
+    p_locked_by text
+) returns table (
+    id uuid)
+language plpgsql set search_path = pg_catalog, pg_temp
+    set plan_cache_mode = force_generic_plan
+as $$
+declare
+    -- A variable, not a literal: in the generic plan no partial index over a status can be
+    -- proven to match, so the ids are looked up by primary key whatever the statistics say.
+    running_status constant text := 'running';
+    unclamped constant boolean :=
+        fairqueue.current_tenant() is null and not fairqueue.system_clamp();
+begin
+    return query
+        update fairqueue.jobs j
+           set status = 'done', finished_at = now(), lease_until = null, last_error = null,
+               output = null
+          from unnest(p_tenant_ids, p_ids) as o (tenant_id, id)
+         where j.id = o.id and j.tenant_id is not distinct from o.tenant_id
+           and (unclamped or fairqueue.within_clamp(o.tenant_id))
+           and j.status = running_status and j.locked_by = p_locked_by
+        returning j.id;
+end $$;
+alter function fairqueue.mark_claimed_done_unchecked(text[], uuid[], text)
+    owner to fairqueue_owner;
+revoke all on function fairqueue.mark_claimed_done_unchecked(text[], uuid[], text)
+    from public, fairqueue_app;
+
+-- The door: checks the arguments, then runs mark_claimed_done_unchecked as the owner.
+create or replace function fairqueue.mark_claimed_done(
+    p_tenant_ids text[],
+    p_ids uuid[],
+    p_locked_by text
+) returns table (
+    id uuid)
+language sql security definer set search_path = pg_catalog, pg_temp
+as $$
+select fairqueue.door_argument(
+    cardinality(p_ids) <= 1000 and cardinality(p_ids) = cardinality(p_tenant_ids)
+        and array_position(p_ids, null) is null,
+    'mark_claimed_done: ids must be at most 1000, none null, each with its tenant');
+select fairqueue.door_argument(p_locked_by <> '' and length(p_locked_by) <= 200,
+    'mark_claimed_done: locked_by must be 1 to 200 characters');
+select * from fairqueue.mark_claimed_done_unchecked(p_tenant_ids, p_ids, p_locked_by);
+$$;
+alter function fairqueue.mark_claimed_done(text[], uuid[], text) owner to fairqueue_owner;
+revoke all on function fairqueue.mark_claimed_done(text[], uuid[], text)
+    from public, fairqueue_app;
+grant execute on function fairqueue.mark_claimed_done(text[], uuid[], text) to fairqueue_app;
+
+-- Claimed jobs marked done with their outputs: the ids that were still this claimer's. Those
+-- with no output by mark_claimed_done, in one statement; those with one tenant by tenant under
+-- each tenant's clamp, since an output is the job's data.
 create or replace function fairqueue.complete_claimed(
     p_tenant_ids text[],
     p_ids uuid[],
@@ -47,13 +107,24 @@ language plpgsql set plan_cache_mode = force_generic_plan
 as $$
 declare
     owner record;
+    plain_tenants text[];
+    plain_ids uuid[];
     -- A variable, not a literal: in the generic plan no partial index over a status can be
     -- proven to match, so the ids are looked up by primary key whatever the statistics say.
     running_status constant text := 'running';
 begin
+    select array_agg(c.tenant_id) filter (where c.output is null),
+           array_agg(c.id) filter (where c.output is null)
+      into plain_tenants, plain_ids
+      from unnest(p_tenant_ids, p_ids, p_outputs) as c (tenant_id, id, output);
+    if plain_ids is not null then
+        return query select d.id
+                       from fairqueue.mark_claimed_done(plain_tenants, plain_ids, p_locked_by) d;
+    end if;
     for owner in
         select c.tenant_id, array_agg(c.id) as ids, array_agg(c.output) as outputs
           from unnest(p_tenant_ids, p_ids, p_outputs) as c (tenant_id, id, output)
+         where c.output is not null
          group by c.tenant_id
     loop
         perform fairqueue.clamp(owner.tenant_id);

@@ -161,14 +161,14 @@ def test_expired_leases_are_found_by_their_own_index(conn) -> None:
     assert any(n.get("Index Name") == "jobs_lease_idx" for n in plan)
 
 
-def batch_statement_plan(conn, function: str, params: dict[str, str], args: list) -> list[dict]:
-    """Every node of the generic plan of the per-tenant statement inside a PL/pgSQL batch
-    function (sql/functions/claimed_batch.sql), its variables (`params`: name to $n::type)
-    bound as parameters."""
+def batch_statement_plan(
+    conn, function: str, params: dict[str, str], args: list, *, which: int = -1
+) -> list[dict]:
+    """Every node of the generic plan of a statement a PL/pgSQL batch function
+    (sql/functions/claimed_batch.sql) returns, by default its last (the per-tenant one), its
+    variables (`params`: name to $n::type) bound as parameters."""
     body = conn.execute("select prosrc from pg_proc where oid = %s::regprocedure", (function,))
-    found = re.search(r"return query\s+(.*?);", body.fetchone()["prosrc"], re.S)
-    assert found is not None
-    statement = found.group(1)
+    statement = re.findall(r"return query\s+(.*?);", body.fetchone()["prosrc"], re.S)[which]
     for name, placeholder in params.items():
         statement = statement.replace(name, placeholder)
     with conn.transaction(force_rollback=True), psycopg.ClientCursor(conn) as cur:
@@ -214,7 +214,20 @@ def test_a_batch_reads_and_completes_its_jobs_by_primary_key(conn) -> None:
         },
         [ids, [None] * len(ids), "me", "running", None],
     )
-    for plan in (read, complete):
+    # Those with no output, marked by the door in one statement.
+    mark = batch_statement_plan(
+        conn,
+        "fairqueue.mark_claimed_done_unchecked(text[], uuid[], text)",
+        {
+            "p_tenant_ids": "$1::text[]",
+            "p_ids": "$2::uuid[]",
+            "p_locked_by": "$3::text",
+            "running_status": "$4::text",
+            "unclamped": "$5::boolean",
+        },
+        [[None] * len(ids), ids, "me", "running", True],
+    )
+    for plan in (read, complete, mark):
         assert {n["Index Name"] for n in plan if "Index Name" in n} == {"jobs_pkey"}
         assert not [n for n in plan if n["Node Type"] == "Seq Scan"]
 

@@ -113,6 +113,14 @@ HOSTILE_CALLS = [
     "select fairqueue.dev_upstream_hold_unchecked('k', 'analyze', '{}', true)",
     "select * from fairqueue.dev_upstream_release('')",
     "select * from fairqueue.dev_upstream_release_unchecked('k')",
+    "select * from fairqueue.mark_claimed_done(array['a'], array[gen_random_uuid()], '')",
+    "select * from fairqueue.mark_claimed_done(array['a', 'b'], array[gen_random_uuid()], 'me')",
+    "select * from fairqueue.mark_claimed_done(array['a'], array[null]::uuid[], 'me')",
+    "select * from fairqueue.mark_claimed_done(null, null, 'me')",
+    "select * from fairqueue.mark_claimed_done(array_fill('a'::text, array[1001]),"
+    " array(select gen_random_uuid() from generate_series(1, 1001)), 'me')",
+    "select * from fairqueue.mark_claimed_done_unchecked(array['a'], array[gen_random_uuid()],"
+    " 'me')",
 ]
 
 

@@ -206,6 +206,7 @@ DOORS = {
     "define_quota_if_absent",
     "dev_upstream_hold",
     "dev_upstream_release",
+    "mark_claimed_done",
 }
 
 
@@ -386,6 +387,44 @@ def test_a_batch_completion_writes_each_job_only_under_its_own_tenants_clamp(con
         "select id from fairqueue.complete_claimed(%s, %s, %s, 'me')", (tenants, ids, outputs)
     ).fetchall()
     assert again == []
+
+
+def test_a_completion_without_outputs_still_names_each_jobs_tenant_and_claimer(conn, app) -> None:
+    # Jobs that finished with no output are marked done by one statement through a door, not
+    # under each tenant's clamp: the pair and the claimer are what holds it to its jobs.
+    seed_jobs(conn)
+    rows = claimed_rows(conn)
+    ids = [r["id"] for r in rows]
+    tenants = [r["tenant_id"] for r in rows]
+    nothing = [None] * len(rows)
+    wrong = ["b" if r["tenant_id"] == "a" else "a" for r in rows]
+    for named, by in ((wrong, "me"), (tenants, "other")):
+        done = app.execute(
+            "select id from fairqueue.complete_claimed(%s, %s, %s::jsonb[], %s)",
+            (named, ids, nothing, by),
+        ).fetchall()
+        assert done == []
+    assert count(conn, "fairqueue.jobs where status = 'running'") == len(rows)
+    # A caller clamped to a finishes a's jobs only, and stays clamped to a.
+    with tenant_transaction(app, "a"):
+        done = app.execute(
+            "select id from fairqueue.mark_claimed_done(%s, %s, 'me')", (tenants, ids)
+        ).fetchall()
+        assert app.execute("select fairqueue.current_tenant() as t").fetchone()["t"] == "a"
+    a_ids = {r["id"] for r in rows if r["tenant_id"] == "a"}
+    assert {r["id"] for r in done} == a_ids
+    # A batch with and without outputs: each job done once, its output as given.
+    outputs = [None if r["id"] in a_ids else Jsonb({"of": r["tenant_id"]}) for r in rows]
+    done = app.execute(
+        "select id from fairqueue.complete_claimed(%s, %s, %s::jsonb[], 'me')",
+        (tenants, ids, outputs),
+    ).fetchall()
+    assert sorted(r["id"] for r in done) == sorted(set(ids) - a_ids)
+    stored = conn.execute("select id, status, output from fairqueue.jobs").fetchall()
+    assert {r["status"] for r in stored} == {"done"}
+    assert {r["id"]: r["output"] for r in stored} == {
+        r["id"]: None if r["id"] in a_ids else {"of": r["tenant_id"]} for r in rows
+    }
 
 
 def test_no_day_of_finished_jobs_is_a_way_around_the_clamp(conn, app) -> None:
