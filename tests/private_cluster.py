@@ -4,7 +4,9 @@ restart: faults are never injected into the shared server."""
 from __future__ import annotations
 
 import os
+import signal
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -34,6 +36,31 @@ class Cluster:
             user=self.server.system_user,
             timeout=60,
         )
+
+    def crash(self) -> None:
+        """The server stopped as a crash stops it (an immediate shutdown: SIGQUIT, nothing written
+        on the way out, what the WAL had not flushed is lost), then started again; it is back,
+        recovered, once this returns."""
+        # The running postmaster's, from its lock file (the server object keeps its first one's).
+        pid = int((self.pgdata / "postmaster.pid").read_text().split()[0])
+        os.kill(pid, signal.SIGQUIT)
+        deadline = time.monotonic() + 30
+        while _alive(pid):
+            assert time.monotonic() < deadline, f"postmaster {pid} did not stop"
+            time.sleep(0.01)
+        # restart starts a stopped server with the options it last ran with.
+        pgserver.pg_ctl(
+            ["-w", "restart"], pgdata=self.pgdata, user=self.server.system_user, timeout=60
+        )
+
+
+def _alive(pid: int) -> bool:
+    """Whether the process runs: a zombie (exited, not reaped by whoever adopted it) does not."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 @contextmanager

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, LiteralString
 from uuid import UUID
 
 import psycopg
+from psycopg.pq import TransactionStatus
 from psycopg.rows import args_row
 from psycopg.types.json import Jsonb
 
@@ -150,12 +151,16 @@ def _claim_rows(
 ) -> list[ClaimedJob]:
     """The claim's one statement (with its read), in a transaction of its own. On an autocommit
     connection the statement is one already: BEGIN and COMMIT would be two more round trips per
-    claim. Its columns are ClaimedJob's fields in order, so each row becomes one directly."""
+    claim. Its columns are ClaimedJob's fields in order, so each row becomes one directly.
+
+    A claim that is its own transaction commits without waiting for the disk; one made inside
+    the caller's open transaction leaves that transaction's commit as the caller set it."""
     cursor = conn.cursor(row_factory=args_row(ClaimedJob))
     if conn.autocommit:
-        return cursor.execute(statement, params).fetchall()
+        return cursor.execute(statement, {**params, "quick_commit": True}).fetchall()
+    own = conn.info.transaction_status == TransactionStatus.IDLE
     with conn.transaction():
-        return cursor.execute(statement, params).fetchall()
+        return cursor.execute(statement, {**params, "quick_commit": own}).fetchall()
 
 
 def read_jobs(conn: Connection, tenant_id: str | None, job_ids: list[UUID]) -> list[ClaimedJob]:

@@ -29,9 +29,14 @@ select id, tenant_id
 -- its ids and tenant ids to read_claimed, which reads each tenant's jobs under that tenant's
 -- clamp. One round trip instead of two, and the claim commits only with its read. The columns
 -- are claim.ClaimedJob's fields, in their order: each row is made into one directly.
+-- When the statement is its own transaction (quick_commit), that transaction commits without
+-- waiting for its WAL to reach disk (docs/design.md, "A claim commits without waiting for the
+-- disk"). Set in the one-row aggregation, so it is set once; a volatile column is never dropped.
 select r.id, r.type, r.payload, r.tenant_id, r.group_id, r.attempts, r.max_attempts, r.lane,
        r.delta_of, r.upstream_id, r.released, r.release_tries
-  from (select array_agg(c.tenant_id) as tenant_ids, array_agg(c.id) as ids
+  from (select array_agg(c.tenant_id) as tenant_ids, array_agg(c.id) as ids,
+               case when %(quick_commit)s
+                    then set_config('synchronous_commit', 'off', true) end as commit_quickly
           from fairqueue.claim(%(type)s, %(batch)s, %(lease_s)s, %(locked_by)s, %(run_id)s,
                                %(plan_names)s, %(plan_priorities)s, %(default_priority)s) c) c
  cross join lateral fairqueue.read_claimed(c.tenant_ids, c.ids, %(locked_by)s) r;
@@ -40,7 +45,9 @@ select r.id, r.type, r.payload, r.tenant_id, r.group_id, r.attempts, r.max_attem
 -- The same at the tenant level.
 select r.id, r.type, r.payload, r.tenant_id, r.group_id, r.attempts, r.max_attempts, r.lane,
        r.delta_of, r.upstream_id, r.released, r.release_tries
-  from (select array_agg(c.tenant_id) as tenant_ids, array_agg(c.id) as ids
+  from (select array_agg(c.tenant_id) as tenant_ids, array_agg(c.id) as ids,
+               case when %(quick_commit)s
+                    then set_config('synchronous_commit', 'off', true) end as commit_quickly
           from fairqueue.claim_by_tenant(%(type)s, %(batch)s, %(lease_s)s, %(locked_by)s,
                                          %(run_id)s, %(plan_names)s, %(plan_priorities)s,
                                          %(default_priority)s) c) c
