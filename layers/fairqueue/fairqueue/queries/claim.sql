@@ -18,12 +18,6 @@ select id, tenant_id
   from fairqueue.claim(%(type)s, %(batch)s, %(lease_s)s, %(locked_by)s, %(run_id)s,
                        %(plan_names)s, %(plan_priorities)s, %(default_priority)s);
 
--- name: claim_batch_by_tenant
--- The fair claim at the tenant level, a door too (sql/functions/claim_by_tenant.sql).
-select id, tenant_id
-  from fairqueue.claim_by_tenant(%(type)s, %(batch)s, %(lease_s)s, %(locked_by)s, %(run_id)s,
-                                 %(plan_names)s, %(plan_priorities)s, %(default_priority)s);
-
 -- name: claim_and_read
 -- The fair claim and the read of what it took, one statement: the claim (the door above) hands
 -- its ids and tenant ids to read_claimed, which reads each tenant's jobs under that tenant's
