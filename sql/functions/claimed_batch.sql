@@ -53,8 +53,7 @@ declare
     -- A variable, not a literal: in the generic plan no partial index over a status can be
     -- proven to match, so the ids are looked up by primary key whatever the statistics say.
     running_status constant text := 'running';
-    unclamped constant boolean :=
-        fairqueue.current_tenant() is null and not fairqueue.system_clamp();
+    unclamped constant boolean := fairqueue.clamped_to_no_one();
 begin
     return query
         update fairqueue.jobs j

@@ -60,6 +60,17 @@ alter function fairqueue.unclamp() owner to fairqueue_owner;
 revoke all on function fairqueue.unclamp() from public, fairqueue_app;
 grant execute on function fairqueue.unclamp() to fairqueue_app;
 
+-- Whether the transaction is clamped to no one: no tenant and not the system clamp.
+create or replace function fairqueue.clamped_to_no_one() returns boolean
+language sql stable
+as $$
+ select fairqueue.current_tenant() is null and not fairqueue.system_clamp()
+$$;
+
+alter function fairqueue.clamped_to_no_one() owner to fairqueue_owner;
+revoke all on function fairqueue.clamped_to_no_one() from public, fairqueue_app;
+grant execute on function fairqueue.clamped_to_no_one() to fairqueue_app;
+
 -- Clamps the transaction to the tenant unless it is clamped already, then says what it is
 -- clamped to (NULL and true: the system clamp) and whether that clamp is the tenant's own:
 -- a statement that starts with it works for the tenant from its first row, in a transaction of
@@ -71,7 +82,7 @@ returns table (tenant_id text, system boolean, matches boolean)
 language plpgsql rows 1
 as $$
 begin
-    if fairqueue.current_tenant() is null and not fairqueue.system_clamp() then
+    if fairqueue.clamped_to_no_one() then
         perform fairqueue.clamp(p_tenant_id);
     end if;
     tenant_id := fairqueue.current_tenant();

@@ -161,14 +161,12 @@ def test_expired_leases_are_found_by_their_own_index(conn) -> None:
     assert any(n.get("Index Name") == "jobs_lease_idx" for n in plan)
 
 
-def batch_statement_plan(
-    conn, function: str, params: dict[str, str], args: list, *, which: int = -1
-) -> list[dict]:
-    """Every node of the generic plan of a statement a PL/pgSQL batch function
-    (sql/functions/claimed_batch.sql) returns, by default its last (the per-tenant one), its
+def batch_statement_plan(conn, function: str, params: dict[str, str], args: list) -> list[dict]:
+    """Every node of the generic plan of the last statement a PL/pgSQL batch function
+    (sql/functions/claimed_batch.sql) returns (complete_claimed's: the per-tenant one), its
     variables (`params`: name to $n::type) bound as parameters."""
     body = conn.execute("select prosrc from pg_proc where oid = %s::regprocedure", (function,))
-    statement = re.findall(r"return query\s+(.*?);", body.fetchone()["prosrc"], re.S)[which]
+    statement = re.findall(r"return query\s+(.*?);", body.fetchone()["prosrc"], re.S)[-1]
     for name, placeholder in params.items():
         statement = statement.replace(name, placeholder)
     with conn.transaction(force_rollback=True), psycopg.ClientCursor(conn) as cur:
