@@ -88,6 +88,29 @@ class Outcomes:
         self.count_lost(tally, len(succeeded) - done)
         self.free_lanes(succeeded)
 
+    def can_trail(self, succeeded: list[claim.ClaimedJob]) -> bool:
+        """Whether the batch's completion can be recorded behind the next claim (fairqueue
+        .trailing): no follow-up parked and no lane to free, so it is one statement that
+        depends on nothing the run does next."""
+        return not any(job.holds_a_lane for job in succeeded) and not self.follow_ups.parked_for(
+            job.id for job in succeeded
+        )
+
+    def complete_trailing(
+        self,
+        conn: Connection,
+        succeeded: list[claim.ClaimedJob],
+        outputs: dict[UUID, dict[str, Any] | None],
+        tally: StageTally,
+    ) -> None:
+        """Mark a batch's successes done on the trailing connection: what complete_batch does
+        for a batch that can_trail."""
+        done = claim.count_completed(
+            conn, [(job.tenant_id, job.id) for job in succeeded], self.locked_by, outputs
+        )
+        tally.done += done
+        self.count_lost(tally, len(succeeded) - done)
+
     def complete_with_writes(
         self, conn: Connection, job: claim.ClaimedJob, output: dict[str, Any] | None
     ) -> list[Doorbell]:

@@ -15,9 +15,11 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import psycopg
+
 from . import claim, quotas
 from .db import Connection
-from .errors import describe
+from .errors import ConnectionLost, describe
 from .plans import PLANS, Plans
 from .run import (
     DEFAULT_MARGIN_S,
@@ -28,6 +30,7 @@ from .run import (
     invocation,
 )
 from .runs import StopReason
+from .settings import settings
 from .stage import Stage
 
 log = logging.getLogger("fairqueue.pipeline")
@@ -40,17 +43,36 @@ class Pipeline:
 
     def __init__(self, run: Run) -> None:
         self.run = run
+        run.completions_trail = settings().completion_trails
 
     def loop(self) -> StopReason:
+        """Passes until one gives a reason to stop; then the last batch's completion, which
+        trails the passes (fairqueue.trailing), is waited for, and an error recording it is the
+        run's."""
         run = self.run
         run.outcomes.fail_abandoned()
         while True:
             if run.stop is not None and run.stop.is_set():
                 run.tally.interrupted = "stop requested"
-                return "time_budget"
-            reason = self.one_pass()
-            if reason is not None:
-                return reason
+                reason: StopReason = "time_budget"
+                break
+            try:
+                found = self.one_pass()
+            except psycopg.OperationalError as exc:
+                if not run.db.broken:
+                    raise
+                # Found lost at a claim: the batches before it were recorded (the last one on
+                # the trailing connection), and the run stops as it does when a completion
+                # finds it lost.
+                raise ConnectionLost(
+                    f"the run's connection was lost ({describe(exc)}) before its next claim;"
+                    " the outcomes of its batches so far were recorded, and it stopped"
+                ) from exc
+            if found is not None:
+                reason = found
+                break
+        run.trailing.wait()
+        return reason
 
     def one_pass(self) -> StopReason | None:
         """Claim and run one batch from the first stage that can work now; a reason to stop, or

@@ -11,7 +11,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Protocol
@@ -31,6 +31,7 @@ from .plans import PLANS, Plans
 from .runs import RunTally, StopReason, close_run, open_run
 from .settings import settings
 from .stage import Stage
+from .trailing import TrailingCompletion
 
 log = logging.getLogger("fairqueue.run")
 
@@ -112,6 +113,10 @@ class Run:
             db, self.tally, follow_ups, stop, record_with_writes=self.outcomes.complete_with_writes
         )
         self.leases = LeaseKeeper(db, self.locked_by)
+        # Whether a batch's plain completion may trail the next claim (the loop's batches; a
+        # worker's one job has no next claim to overlap).
+        self.completions_trail = False
+        self.trailing = TrailingCompletion(db.dsn, self.locked_by)
 
     def result(self) -> RunResult:
         summary = self.tally.summary()
@@ -153,10 +158,9 @@ class Run:
         failures: list[tuple[claim.ClaimedJob, BaseException]] = []
         not_started: list[claim.ClaimedJob] = []
         handlers = self.executor.run_handlers(stage, batch)
-        with (
-            self.leases.kept(stage, batch, self.executor.started_at),
-            self._given_back_on_abort(stage, batch),
-        ):
+        leases = ExitStack()
+        leases.enter_context(self.leases.kept(stage, batch, self.executor.started_at))
+        with leases, self._given_back_on_abort(stage, batch):
             for job, handled, error in handlers:
                 if handled is not None and handled.recorded:
                     recorded.append(job)
@@ -172,7 +176,19 @@ class Run:
             self._record(lambda: self.outcomes.completed_with_writes(recorded, bells, tally))
             for job, error in failures:
                 self._record(partial(self.outcomes.finalize_failure, stage, job, error, tally))
-            self._record(lambda: self.outcomes.complete_batch(succeeded, outputs, tally))
+            if self._completion_trails(succeeded):
+                # The leases are kept until the trailing completion is recorded.
+                self.trailing.hand_over(
+                    partial(
+                        self.outcomes.complete_trailing,
+                        succeeded=succeeded,
+                        outputs=outputs,
+                        tally=tally,
+                    ),
+                    leases.pop_all(),
+                )
+            else:
+                self._record(lambda: self.outcomes.complete_batch(succeeded, outputs, tally))
         self._record(lambda: self.outcomes.give_back(not_started, tally))
         elapsed = time.monotonic() - started
         tally.seconds += elapsed
@@ -182,6 +198,17 @@ class Run:
                 f"the run's connection was lost ({self.connection_fault}); it reconnected,"
                 " recorded the outcomes of the handlers that had finished, and stopped"
             )
+
+    def _completion_trails(self, succeeded: list[claim.ClaimedJob]) -> bool:
+        """Whether this batch's completion is handed to the trailing thread: the loop's, with
+        the run's connection not known lost, and a plain one (Outcomes.can_trail)."""
+        return (
+            self.completions_trail
+            and bool(succeeded)
+            and self.connection_fault is None
+            and not self.db.broken
+            and self.outcomes.can_trail(succeeded)
+        )
 
     @contextmanager
     def _given_back_on_abort(self, stage: Stage, batch: list[claim.ClaimedJob]) -> Iterator[None]:
@@ -265,6 +292,7 @@ def invocation(
             run.stop_reason, run.error = "error", ABORTED
             raise
         finally:
+            run.trailing.close()
             run.leases.close()
             db.close_handler_connections()
             run.close_error = _close(active, dsn, run_id, run.stop_reason, run.tally, run.error)

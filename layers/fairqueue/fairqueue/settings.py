@@ -210,6 +210,14 @@ class Settings(BaseSettings):
         le=10_000,
         **_var("FAIRQUEUE_RESULT_BATCH", "results the backstop saves per transaction"),
     )
+    completion_trails: bool = Field(
+        default=True,
+        **_var(
+            "FAIRQUEUE_COMPLETION_TRAILS",
+            "whether the loop records a batch's plain completion on a second connection of the"
+            " run while it claims the next batch",
+        ),
+    )
 
     # The admission API.
     api_secret: SecretStr | None = Field(

@@ -1,0 +1,134 @@
+"""The trailing completion: a batch's completion recorded on a connection of its own, on a thread
+of the run's, while the run's own connection claims the next batch.
+
+The loop is serial: the client waits for the server and the server for the client, so with one
+worker no more than one of the machine's cores works at once. Recording batch N's completion
+while batch N+1 is claimed lets the two statements run side by side (docs/design.md, "A batch's
+completion trails the next claim"). Only the plainest completion trails: every job succeeded or
+is counted elsewhere, no follow-up is parked and no lane is freed; anything else is recorded in
+order, on the run's connection, as before.
+
+At most one completion is in flight: handing over the next one waits for it first. An error
+recording it (but a lost connection, which is tried once more on a fresh one) reaches the run
+at its next hand-over or at its end, so the run closes with it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from contextlib import ExitStack
+
+import psycopg
+
+from .connections import connect_retrying
+from .db import Connection
+from .errors import describe
+
+log = logging.getLogger("fairqueue.trailing")
+
+Record = Callable[[Connection], None]
+
+
+class TrailingCompletion:
+    """One run's trailing completions, recorded one at a time on one thread and connection."""
+
+    def __init__(self, dsn: str | None, locked_by: str) -> None:
+        self.dsn = dsn
+        self.locked_by = locked_by
+        self._changed = threading.Condition()
+        self._pending: tuple[Record, ExitStack] | None = None
+        self._busy = False
+        self._error: BaseException | None = None
+        self._closed = False
+        self._thread: threading.Thread | None = None
+        self._conn: Connection | None = None
+
+    def hand_over(self, record: Record, held: ExitStack) -> None:
+        """Record a batch's completion on the trailing thread; ``held`` (the batch's leases) is
+        closed once it is recorded, or could not be. Waits for the one before it first; when that
+        one failed, ``held`` is closed here and its error raised."""
+        try:
+            self.wait()
+        except BaseException:
+            held.close()
+            raise
+        with self._changed:
+            if self._closed:
+                raise RuntimeError("the run's trailing completion is closed")
+            self._pending = (record, held)
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._records, name=f"fq-trailing-{self.locked_by}", daemon=True
+                )
+                self._thread.start()
+            self._changed.notify_all()
+
+    def wait(self) -> None:
+        """Until no completion is in flight; raises the error of one that failed."""
+        with self._changed:
+            while self._pending is not None or self._busy:
+                self._changed.wait()
+            error, self._error = self._error, None
+        if error is not None:
+            raise error
+
+    def close(self) -> None:
+        """Record what is in flight, end the thread and close the connection. An error of the
+        last completion is logged, not raised: the run's ``wait`` is where it is reported."""
+        try:
+            self.wait()
+        except Exception:
+            log.exception("the last trailing completion of %s failed", self.locked_by)
+        with self._changed:
+            self._closed = True
+            self._changed.notify_all()
+            thread = self._thread
+        if thread is not None:
+            thread.join()
+        if self._conn is not None:
+            self._conn.close()
+
+    def _records(self) -> None:
+        with self._changed:
+            while True:
+                while self._pending is None and not self._closed:
+                    self._changed.wait()
+                if self._pending is None:
+                    return
+                (record, held), self._pending = self._pending, None
+                self._busy = True
+                self._changed.release()
+                try:
+                    error = self._record(record, held)
+                finally:
+                    self._changed.acquire()
+                self._busy = False
+                self._error = self._error or error
+                self._changed.notify_all()
+
+    def _record(self, record: Record, held: ExitStack) -> BaseException | None:
+        with held:
+            try:
+                self._connected(record)
+            except psycopg.OperationalError as exc:
+                if self._conn is None or not (self._conn.closed or self._conn.broken):
+                    return exc
+                # Its own connection lost: once more on a fresh one. The completion changes
+                # only jobs this run still holds, so one cut short is safe to make again.
+                log.warning("%s lost its trailing connection: %s", self.locked_by, describe(exc))
+                self._conn.close()
+                self._conn = None
+                try:
+                    self._connected(record)
+                except Exception as again:
+                    return again
+            except Exception as exc:
+                return exc
+        return None
+
+    def _connected(self, record: Record) -> None:
+        if self._conn is None:
+            self._conn = connect_retrying(self.dsn)
+        record(self._conn)
