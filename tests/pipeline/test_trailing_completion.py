@@ -166,3 +166,18 @@ def test_an_error_recording_a_trailing_completion_closes_the_run_with_it(
     assert row["stop_reason"] == "error" and "permission denied" in row["error"]
     # Nothing was marked done: the first batch waits for its lease, as a dead run's would.
     assert {status for status, _ in statuses(conn, ids[:BATCH])} == {"running"}
+
+
+@pytest.mark.timeout(60)
+def test_with_no_dsn_for_a_second_connection_completions_are_recorded_on_the_runs_own(
+    dsn: str, conn: Connection, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given only an open connection, the run has nothing to open a second one from.
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    stage = Stage("trailing_no_dsn", handler=lambda job: None, batch=BATCH)
+    ids = enqueue_two_batches(conn, stage)
+    with connect(dsn, autocommit=True) as run_conn:
+        result = run_pipeline(None, [stage], conn=run_conn)
+
+    assert (result.stop_reason, result.jobs_done, result.error) == ("no_work", 2 * BATCH, None)
+    assert statuses(conn, ids) == [("done", 1)] * (2 * BATCH)

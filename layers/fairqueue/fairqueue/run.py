@@ -116,7 +116,7 @@ class Run:
         # Whether a batch's plain completion may trail the next claim (the loop's batches; a
         # worker's one job has no next claim to overlap).
         self.completions_trail = False
-        self.trailing = TrailingCompletion(db.dsn, self.locked_by)
+        self.trailing = TrailingCompletion(db.dsn, self.locked_by, db.use)
 
     def result(self) -> RunResult:
         summary = self.tally.summary()

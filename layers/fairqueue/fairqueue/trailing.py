@@ -10,7 +10,10 @@ order, on the run's connection, as before.
 
 At most one completion is in flight: handing over the next one waits for it first. An error
 recording it (but a lost connection, which is tried once more on a fresh one) reaches the run
-at its next hand-over or at its end, so the run closes with it.
+at its next hand-over or at its end, so the run closes with it. When no second connection can
+be opened (no DSN to open it from, the server's connections all taken), the completion is
+recorded on the run's own connection instead, as it would have been without trailing, and so
+are the run's later ones.
 """
 
 from __future__ import annotations
@@ -18,13 +21,12 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from contextlib import ExitStack
+from contextlib import AbstractContextManager, ExitStack
 
 import psycopg
 
-from .connections import connect_retrying
-from .db import Connection
-from .errors import describe
+from .db import Connection, connect
+from .errors import DatabaseUnavailable, describe
 
 log = logging.getLogger("fairqueue.trailing")
 
@@ -34,9 +36,18 @@ Record = Callable[[Connection], None]
 class TrailingCompletion:
     """One run's trailing completions, recorded one at a time on one thread and connection."""
 
-    def __init__(self, dsn: str | None, locked_by: str) -> None:
+    def __init__(
+        self,
+        dsn: str | None,
+        locked_by: str,
+        run_connection: Callable[[], AbstractContextManager[Connection]],
+    ) -> None:
         self.dsn = dsn
         self.locked_by = locked_by
+        # The run's own connection, taken in turn with the run's thread (RunConnections.use):
+        # where a completion is recorded when no connection of its own can be opened.
+        self.run_connection = run_connection
+        self._no_connection_of_its_own = False
         self._changed = threading.Condition()
         self._pending: tuple[Record, ExitStack] | None = None
         self._busy = False
@@ -129,6 +140,19 @@ class TrailingCompletion:
         return None
 
     def _connected(self, record: Record) -> None:
+        if self._conn is None and not self._no_connection_of_its_own:
+            try:
+                self._conn = connect(self.dsn, autocommit=True, as_app_role=True)
+            except (psycopg.OperationalError, DatabaseUnavailable) as exc:
+                log.warning(
+                    "%s records its completions on its own connection: no second one could be"
+                    " opened (%s)",
+                    self.locked_by,
+                    describe(exc),
+                )
+                self._no_connection_of_its_own = True
         if self._conn is None:
-            self._conn = connect_retrying(self.dsn)
+            with self.run_connection() as conn:
+                record(conn)
+            return
         record(self._conn)
