@@ -101,13 +101,18 @@ class Outcomes:
         conn: Connection,
         succeeded: list[claim.ClaimedJob],
         outputs: dict[UUID, dict[str, Any] | None],
-        tally: StageTally,
-    ) -> None:
-        """Mark a batch's successes done on the trailing connection: what complete_batch does
-        for a batch that can_trail."""
-        done = claim.count_completed(
+    ) -> int:
+        """Mark a batch's successes done on the trailing connection, what complete_batch does
+        for a batch that can_trail; how many were still the run's (counted by count_trailing,
+        on the run's thread)."""
+        return claim.count_completed(
             conn, [(job.tenant_id, job.id) for job in succeeded], self.locked_by, outputs
         )
+
+    def count_trailing(
+        self, succeeded: list[claim.ClaimedJob], tally: StageTally, done: int
+    ) -> None:
+        """Count a trailing completion of these jobs that found ``done`` still the run's."""
         tally.done += done
         self.count_lost(tally, len(succeeded) - done)
 

@@ -179,12 +179,8 @@ class Run:
             if self._completion_trails(succeeded):
                 # The leases are kept until the trailing completion is recorded.
                 self.trailing.hand_over(
-                    partial(
-                        self.outcomes.complete_trailing,
-                        succeeded=succeeded,
-                        outputs=outputs,
-                        tally=tally,
-                    ),
+                    partial(self.outcomes.complete_trailing, succeeded=succeeded, outputs=outputs),
+                    partial(self.outcomes.count_trailing, succeeded, tally),
                     leases.pop_all(),
                 )
             else:

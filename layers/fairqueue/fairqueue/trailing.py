@@ -8,12 +8,13 @@ completion trails the next claim"). Only the plainest completion trails: every j
 is counted elsewhere, no follow-up is parked and no lane is freed; anything else is recorded in
 order, on the run's connection, as before.
 
-At most one completion is in flight: handing over the next one waits for it first. An error
-recording it (but a lost connection, which is tried once more on a fresh one) reaches the run
-at its next hand-over or at its end, so the run closes with it. When no second connection can
-be opened (no DSN to open it from, the server's connections all taken), the completion is
-recorded on the run's own connection instead, as it would have been without trailing, and so
-are the run's later ones.
+At most one completion is in flight: handing over the next one waits for it first, and what it
+found (how many jobs were still the run's) is counted then, on the run's thread: the trailing
+thread never writes the run's tally. An error recording it (but a lost connection, which is
+tried once more on a fresh one) reaches the run at its next hand-over or at its end, so the run
+closes with it. When no second connection can be opened (no DSN to open it from, the server's
+connections all taken), the completion is recorded on the run's own connection instead, as it
+would have been without trailing, and so are the run's later ones.
 """
 
 from __future__ import annotations
@@ -30,7 +31,10 @@ from .errors import DatabaseUnavailable, describe
 
 log = logging.getLogger("fairqueue.trailing")
 
-Record = Callable[[Connection], None]
+# Records a completion and answers how many of its jobs were still the run's.
+Record = Callable[[Connection], int]
+# Counts that answer into the run's tally, on the run's thread.
+Settle = Callable[[int], None]
 
 
 class TrailingCompletion:
@@ -49,17 +53,19 @@ class TrailingCompletion:
         self.run_connection = run_connection
         self._no_connection_of_its_own = False
         self._changed = threading.Condition()
-        self._pending: tuple[Record, ExitStack] | None = None
+        self._pending: tuple[Record, Settle, ExitStack] | None = None
         self._busy = False
+        self._recorded: tuple[Settle, int] | None = None
         self._error: BaseException | None = None
         self._closed = False
         self._thread: threading.Thread | None = None
         self._conn: Connection | None = None
 
-    def hand_over(self, record: Record, held: ExitStack) -> None:
+    def hand_over(self, record: Record, settle: Settle, held: ExitStack) -> None:
         """Record a batch's completion on the trailing thread; ``held`` (the batch's leases) is
-        closed once it is recorded, or could not be. Waits for the one before it first; when that
-        one failed, ``held`` is closed here and its error raised."""
+        closed once it is recorded, or could not be, and ``settle`` is given its answer at the
+        next ``wait``. Waits for the one before it first; when that one failed, ``held`` is
+        closed here and its error raised."""
         try:
             self.wait()
         except BaseException:
@@ -68,7 +74,7 @@ class TrailingCompletion:
         with self._changed:
             if self._closed:
                 raise RuntimeError("the run's trailing completion is closed")
-            self._pending = (record, held)
+            self._pending = (record, settle, held)
             if self._thread is None:
                 self._thread = threading.Thread(
                     target=self._records, name=f"fq-trailing-{self.locked_by}", daemon=True
@@ -77,11 +83,16 @@ class TrailingCompletion:
             self._changed.notify_all()
 
     def wait(self) -> None:
-        """Until no completion is in flight; raises the error of one that failed."""
+        """Until no completion is in flight; counts the one recorded (its ``settle``), or raises
+        the error of one that failed."""
         with self._changed:
             while self._pending is not None or self._busy:
                 self._changed.wait()
             error, self._error = self._error, None
+            recorded, self._recorded = self._recorded, None
+        if recorded is not None:
+            settle, done = recorded
+            settle(done)
         if error is not None:
             raise error
 
@@ -108,21 +119,26 @@ class TrailingCompletion:
                     self._changed.wait()
                 if self._pending is None:
                     return
-                (record, held), self._pending = self._pending, None
+                (record, settle, held), self._pending = self._pending, None
                 self._busy = True
                 self._changed.release()
                 try:
-                    error = self._record(record, held)
+                    outcome = self._record(record, held)
                 finally:
                     self._changed.acquire()
                 self._busy = False
-                self._error = self._error or error
+                if isinstance(outcome, int):
+                    self._recorded = (settle, outcome)
+                else:
+                    self._error = outcome
                 self._changed.notify_all()
 
-    def _record(self, record: Record, held: ExitStack) -> BaseException | None:
+    def _record(self, record: Record, held: ExitStack) -> int | BaseException:
+        """How many of the completion's jobs were still the run's, or what kept it from being
+        recorded."""
         with held:
             try:
-                self._connected(record)
+                return self._connected(record)
             except psycopg.OperationalError as exc:
                 if self._conn is None or not (self._conn.closed or self._conn.broken):
                     return exc
@@ -132,14 +148,13 @@ class TrailingCompletion:
                 self._conn.close()
                 self._conn = None
                 try:
-                    self._connected(record)
+                    return self._connected(record)
                 except Exception as again:
                     return again
             except Exception as exc:
                 return exc
-        return None
 
-    def _connected(self, record: Record) -> None:
+    def _connected(self, record: Record) -> int:
         if self._conn is None and not self._no_connection_of_its_own:
             try:
                 self._conn = connect(self.dsn, autocommit=True, as_app_role=True)
@@ -153,6 +168,5 @@ class TrailingCompletion:
                 self._no_connection_of_its_own = True
         if self._conn is None:
             with self.run_connection() as conn:
-                record(conn)
-            return
-        record(self._conn)
+                return record(conn)
+        return record(self._conn)
