@@ -52,69 +52,70 @@ class Outcomes:
         outputs: dict[UUID, dict[str, Any] | None],
         tally: StageTally,
     ) -> None:
-        """Mark a batch's successes done in one transaction, with their follow-ups.
+        """Mark a batch's successes done in one transaction, with their follow-ups, on the run's
+        connection; then free their lanes.
 
         One commit per batch rather than per job; a run that dies before it leaves those jobs
         running, and they run again after their lease, as any job of a dead run does.
         """
         if not succeeded:
             return
-        # Still parked until the completion is recorded: a step cut short by a lost connection is
-        # taken again whole, and its follow-ups with it.
-        follow_ups = self.follow_ups.parked_for(job.id for job in succeeded)
-        owned = [(job.tenant_id, job.id) for job in succeeded]
         with self.db.use() as conn:
-            if not follow_ups:
-                # Nothing to insert after the completions: one statement, no transaction.
-                done = claim.count_completed(conn, owned, self.locked_by, outputs)
-            else:
-                bells: list[Doorbell] = []
-                with tenants_transaction(conn) as clamp:
-                    held = claim.complete_claimed(conn, owned, self.locked_by, outputs)
-                    # Follow-ups only of jobs whose completion held, each under its tenant's clamp.
-                    owed = claim.by_tenant(
-                        (job.tenant_id, job.id)
-                        for job in succeeded
-                        if job.id in held and job.id in follow_ups
-                    )
-                    for tenant_id, job_ids in owed.items():
-                        clamp(tenant_id)
-                        for job_id in job_ids:
-                            bells.extend(self.insert_follow_ups(conn, follow_ups[job_id]))
-                done = len(held)
-                ringing.ring(conn, bells)
-        self.follow_ups.drop(job.id for job in succeeded)
-        tally.done += done
-        self.count_lost(tally, len(succeeded) - done)
+            done = self.record_completion(conn, succeeded, outputs)
+        self.count_completion(succeeded, tally, done)
         self.free_lanes(succeeded)
 
-    def can_trail(self, succeeded: list[claim.ClaimedJob]) -> bool:
-        """Whether the batch's completion can be recorded behind the next claim (fairqueue
-        .trailing): no follow-up parked and no lane to free, so it is one statement that
-        depends on nothing the run does next."""
-        return not any(job.holds_a_lane for job in succeeded) and not self.follow_ups.parked_for(
-            job.id for job in succeeded
-        )
-
-    def complete_trailing(
+    def record_completion(
         self,
         conn: Connection,
         succeeded: list[claim.ClaimedJob],
         outputs: dict[UUID, dict[str, Any] | None],
     ) -> int:
-        """Mark a batch's successes done on the trailing connection, what complete_batch does
-        for a batch that can_trail; how many were still the run's (counted by count_trailing,
-        on the run's thread)."""
-        return claim.count_completed(
-            conn, [(job.tenant_id, job.id) for job in succeeded], self.locked_by, outputs
-        )
+        """Mark a batch's successes done on ``conn``, with their follow-ups, and ring the
+        follow-ups' doorbells; how many were still the run's. The run's thread records it
+        (complete_batch), or, for a batch that can_trail, the trailing one (fairqueue.trailing),
+        whose answer the run's thread counts (count_completion)."""
+        # Still parked until the completion is recorded: a step cut short by a lost connection is
+        # taken again whole, and its follow-ups with it.
+        follow_ups = self.follow_ups.parked_for(job.id for job in succeeded)
+        owned = [(job.tenant_id, job.id) for job in succeeded]
+        if not follow_ups:
+            # Nothing to insert after the completions: one statement, no transaction.
+            done = claim.count_completed(conn, owned, self.locked_by, outputs)
+        else:
+            bells: list[Doorbell] = []
+            with tenants_transaction(conn) as clamp:
+                held = claim.complete_claimed(conn, owned, self.locked_by, outputs)
+                # Follow-ups only of jobs whose completion held, each under its tenant's clamp.
+                owed = claim.by_tenant(
+                    (job.tenant_id, job.id)
+                    for job in succeeded
+                    if job.id in held and job.id in follow_ups
+                )
+                for tenant_id, job_ids in owed.items():
+                    clamp(tenant_id)
+                    for job_id in job_ids:
+                        bells.extend(self.insert_follow_ups(conn, follow_ups[job_id]))
+            done = len(held)
+            ringing.ring(conn, bells)
+        self.follow_ups.drop(job.id for job in succeeded)
+        return done
 
-    def count_trailing(
+    def count_completion(
         self, succeeded: list[claim.ClaimedJob], tally: StageTally, done: int
     ) -> None:
-        """Count a trailing completion of these jobs that found ``done`` still the run's."""
+        """Count a completion of these jobs that found ``done`` of them still the run's."""
         tally.done += done
         self.count_lost(tally, len(succeeded) - done)
+
+    def can_trail(self, succeeded: list[claim.ClaimedJob]) -> bool:
+        """Whether the batch's completion can be recorded behind the next claim (fairqueue
+        .trailing): it makes nothing claimable. A follow-up must be there for the next pass,
+        which starts again at the top of the stages (and a run must not stop for want of work
+        while its own follow-ups are landing), and a lane's next job waits for its completion."""
+        return not any(job.holds_a_lane for job in succeeded) and not self.follow_ups.parked_for(
+            job.id for job in succeeded
+        )
 
     def complete_with_writes(
         self, conn: Connection, job: claim.ClaimedJob, output: dict[str, Any] | None

@@ -113,7 +113,7 @@ class Run:
             db, self.tally, follow_ups, stop, record_with_writes=self.outcomes.complete_with_writes
         )
         self.leases = LeaseKeeper(db, self.locked_by)
-        # Whether a batch's plain completion may trail the next claim (the loop's batches; a
+        # Whether a batch's completion may trail the next claim (the loop's batches; a
         # worker's one job has no next claim to overlap).
         self.completions_trail = False
         self.trailing = TrailingCompletion(db.dsn, self.locked_by, db.use)
@@ -179,8 +179,8 @@ class Run:
             if self._completion_trails(succeeded):
                 # The leases are kept until the trailing completion is recorded.
                 self.trailing.hand_over(
-                    partial(self.outcomes.complete_trailing, succeeded=succeeded, outputs=outputs),
-                    partial(self.outcomes.count_trailing, succeeded, tally),
+                    partial(self.outcomes.record_completion, succeeded=succeeded, outputs=outputs),
+                    partial(self.outcomes.count_completion, succeeded, tally),
                     leases.pop_all(),
                 )
             else:
@@ -197,7 +197,7 @@ class Run:
 
     def _completion_trails(self, succeeded: list[claim.ClaimedJob]) -> bool:
         """Whether this batch's completion is handed to the trailing thread: the loop's, with
-        the run's connection not known lost, and a plain one (Outcomes.can_trail)."""
+        the run's connection not known lost, and making nothing claimable (Outcomes.can_trail)."""
         return (
             self.completions_trail
             and bool(succeeded)

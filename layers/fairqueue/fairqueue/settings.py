@@ -214,7 +214,7 @@ class Settings(BaseSettings):
         default=True,
         **_var(
             "FAIRQUEUE_COMPLETION_TRAILS",
-            "whether the loop records a batch's plain completion on a second connection of the"
+            "whether the loop records a batch's completion on a second connection of the"
             " run while it claims the next batch",
         ),
     )
