@@ -34,6 +34,15 @@ def enqueue_two_batches(conn: Connection, stage: Stage) -> list[UUID]:
     return ids
 
 
+def hold_first_batch(locker: Connection, job_type: str) -> None:
+    """Lock the first batch's rows in the locker's open transaction, as a superuser (whom no
+    policy hides them from): that batch's completion waits until the locker commits."""
+    locker.execute(
+        "select id from fairqueue.jobs where type = %s and (payload->>'n')::int < %s for update",
+        (job_type, BATCH),
+    )
+
+
 def waiting_completion(conn: Connection) -> int:
     """The backend of the trailing completion once it waits for the test's row locks."""
     deadline = time.monotonic() + 10
@@ -59,13 +68,7 @@ def test_the_next_batch_is_claimed_and_run_while_the_completion_trails(
         def handler(job: Job) -> None:
             n = job.payload["n"]
             if n == BATCH - 1:
-                # The first batch's rows are held from the test (a superuser, whom no policy
-                # hides them from): its completion waits for them.
-                locker.execute(
-                    "select id from fairqueue.jobs where type = %s and (payload->>'n')::int < %s"
-                    " for update",
-                    (job.type, BATCH),
-                )
+                hold_first_batch(locker, job.type)
             if n == BATCH:
                 seen["first batch"] = statuses(conn, ids[:BATCH])
                 waiting_completion(conn)
@@ -122,11 +125,7 @@ def test_a_trailing_completion_whose_connection_is_killed_is_recorded_once_on_a_
         def handler(job: Job) -> None:
             n = job.payload["n"]
             if n == BATCH - 1:
-                locker.execute(
-                    "select id from fairqueue.jobs where type = %s and (payload->>'n')::int < %s"
-                    " for update",
-                    (job.type, BATCH),
-                )
+                hold_first_batch(locker, job.type)
             if n == BATCH:
                 conn.execute("select pg_terminate_backend(%s)", (waiting_completion(conn),))
                 locker.commit()
