@@ -10,14 +10,18 @@ from uuid import UUID
 import pytest
 from psycopg import sql
 
-from fairqueue import NewJob, Stage, connect, enqueue_many
+from fairqueue import Job, NewJob, Stage, connect, enqueue, enqueue_many
 from fairqueue.claim import claim_batch, complete_claimed
 from fairqueue.db import Connection
+from fairqueue.doorbell import Doorbell
+from fairqueue.errors import ConnectionLost
 from fairqueue.migrate import migrate
+from fairqueue.worker import ring_all
 from private_cluster import Cluster, private_cluster
 
 TYPE = "claim_commit"
 Stage(TYPE, handler=lambda job: None)
+BELL_TYPE = "claim_commit_bell"
 # Nothing flushes the WAL behind a quick commit for ten seconds: not the WAL writer, not the
 # background writer, not autovacuum's commits.
 QUIET_WAL = {"wal_writer_delay": "10s", "bgwriter_lru_maxpages": "0", "autovacuum": "off"}
@@ -32,9 +36,9 @@ def quiet(cluster: Cluster) -> None:
     cluster.restart()
 
 
-def jobs(admin: Connection) -> dict[UUID, tuple[str, int, str | None]]:
+def jobs(admin: Connection, job_type: str = TYPE) -> dict[UUID, tuple[str, int, str | None]]:
     rows = admin.execute(
-        "select id, status, attempts, locked_by from fairqueue.jobs where type = %s", (TYPE,)
+        "select id, status, attempts, locked_by from fairqueue.jobs where type = %s", (job_type,)
     ).fetchall()
     return {r["id"]: (r["status"], r["attempts"], r["locked_by"]) for r in rows}
 
@@ -96,3 +100,28 @@ def test_a_crash_loses_a_quick_claim_whole_and_nothing_a_durable_commit_kept(
             assert {i: s for i, s in jobs(admin).items() if i in more_ids} == {
                 i: ("running", 1, "third") for i in more_ids
             }
+
+
+@pytest.mark.timeout(180)
+def test_a_crash_loses_a_doorbell_claim_whole(tmp_path: Path) -> None:
+    # The worker's claim of the doorbell's job commits without waiting for the disk; the server
+    # crashes while the job's handler runs, so the claim is gone and the job is pending again,
+    # untouched, for the next doorbell or the sweep.
+    with private_cluster(tmp_path) as cluster:
+        quiet(cluster)
+        crashed: list[UUID] = []
+
+        def crash_in_the_handler(job: Job) -> None:
+            crashed.append(job.id)
+            cluster.crash()
+
+        stage = Stage(BELL_TYPE, handler=crash_in_the_handler, delivery="doorbell")
+        with connect(cluster.dsn, autocommit=True) as admin:
+            migrate(admin)
+            job_id = enqueue(admin, BELL_TYPE, {}, tenant_id="acme")
+        assert job_id is not None
+        with pytest.raises(ConnectionLost):
+            ring_all(cluster.dsn, [stage], [Doorbell(job_id=job_id, tenant_id="acme")])
+        assert crashed == [job_id]
+        with connect(cluster.dsn, autocommit=True) as admin:
+            assert jobs(admin, BELL_TYPE) == {job_id: ("pending", 0, None)}

@@ -127,6 +127,9 @@ select id, type, tenant_id, last_error from fairqueue.fail_abandoned(%(types)s, 
 -- name: claim_by_id
 -- Under the doorbell's tenant clamp: only a pending, due job of that tenant, of a type this
 -- worker runs, outside a paused group. A duplicate, late or mismatched doorbell claims nothing.
+-- The worker's transaction holds this statement alone, so a claim commits without waiting for
+-- its WAL to reach disk, as claim_and_read's own transaction does (docs/design.md, "A claim
+-- commits without waiting for the disk"): set in the returning list, so only when a job is taken.
 update fairqueue.jobs j
    set status = 'running',
        attempts = j.attempts + 1,
@@ -144,7 +147,8 @@ update fairqueue.jobs j
                     where g.key = j.group_key and g.tenant_id is not distinct from %(tenant_id)s
                       and g.status = 'paused')
 returning j.id, j.type, j.payload, j.tenant_id, j.group_id, j.attempts, j.max_attempts, j.lane,
-          j.delta_of, j.upstream_id, j.released_at is not null as released, j.release_tries;
+          j.delta_of, j.upstream_id, j.released_at is not null as released, j.release_tries,
+          set_config('synchronous_commit', 'off', true) as commit_quickly;
 
 -- name: stale_doorbells
 -- A door (sql/functions/doorbells.sql): due doorbell jobs whose last ring is stale.
