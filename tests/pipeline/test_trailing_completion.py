@@ -5,6 +5,7 @@ first batch's rows from the test, so each order of events is forced, not hoped f
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 from uuid import UUID
 
@@ -43,6 +44,23 @@ def hold_first_batch(locker: Connection, job_type: str) -> None:
     )
 
 
+def holding_first_batch(
+    locker: Connection, at_second_batch: Callable[[], None]
+) -> Callable[[Job], None]:
+    """A handler that holds the first batch's rows once its last job runs (hold_first_batch),
+    then, at the second batch's first job, calls ``at_second_batch`` and lets them go."""
+
+    def handler(job: Job) -> None:
+        n = job.payload["n"]
+        if n == BATCH - 1:
+            hold_first_batch(locker, job.type)
+        if n == BATCH:
+            at_second_batch()
+            locker.commit()
+
+    return handler
+
+
 def waiting_completion(conn: Connection) -> int:
     """The backend of the trailing completion once it waits for the test's row locks."""
     deadline = time.monotonic() + 10
@@ -65,16 +83,13 @@ def test_the_next_batch_is_claimed_and_run_while_the_completion_trails(
     seen: dict[str, Any] = {}
     with connect(admin_dsn) as locker:
 
-        def handler(job: Job) -> None:
-            n = job.payload["n"]
-            if n == BATCH - 1:
-                hold_first_batch(locker, job.type)
-            if n == BATCH:
-                seen["first batch"] = statuses(conn, ids[:BATCH])
-                waiting_completion(conn)
-                locker.commit()
+        def at_second_batch() -> None:
+            seen["first batch"] = statuses(conn, ids[:BATCH])
+            waiting_completion(conn)
 
-        stage = Stage("trailing_overlap", handler=handler, batch=BATCH)
+        stage = Stage(
+            "trailing_overlap", handler=holding_first_batch(locker, at_second_batch), batch=BATCH
+        )
         ids = enqueue_two_batches(conn, stage)
         result = run_pipeline(dsn, [stage])
 
@@ -122,15 +137,12 @@ def test_a_trailing_completion_whose_connection_is_killed_is_recorded_once_on_a_
 ) -> None:
     with connect(admin_dsn) as locker:
 
-        def handler(job: Job) -> None:
-            n = job.payload["n"]
-            if n == BATCH - 1:
-                hold_first_batch(locker, job.type)
-            if n == BATCH:
-                conn.execute("select pg_terminate_backend(%s)", (waiting_completion(conn),))
-                locker.commit()
+        def at_second_batch() -> None:
+            conn.execute("select pg_terminate_backend(%s)", (waiting_completion(conn),))
 
-        stage = Stage("trailing_killed", handler=handler, batch=BATCH)
+        stage = Stage(
+            "trailing_killed", handler=holding_first_batch(locker, at_second_batch), batch=BATCH
+        )
         ids = enqueue_two_batches(conn, stage)
         result = run_pipeline(dsn, [stage])
 

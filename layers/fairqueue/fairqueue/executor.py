@@ -80,6 +80,11 @@ class FollowUps:
                 job_id: list(self._parked[job_id]) for job_id in job_ids if job_id in self._parked
             }
 
+    def any_parked(self, job_ids: Iterable[UUID]) -> bool:
+        """Whether any of these jobs has a follow-up parked (parked_for without the copies)."""
+        with self._lock:
+            return bool(self._parked) and any(job_id in self._parked for job_id in job_ids)
+
     def drop(self, job_ids: Iterable[UUID]) -> None:
         """No longer parked: their jobs' outcomes are recorded."""
         with self._lock:

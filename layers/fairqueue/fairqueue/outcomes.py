@@ -113,7 +113,7 @@ class Outcomes:
         .trailing): it makes nothing claimable. A follow-up must be there for the next pass,
         which starts again at the top of the stages (and a run must not stop for want of work
         while its own follow-ups are landing), and a lane's next job waits for its completion."""
-        return not any(job.holds_a_lane for job in succeeded) and not self.follow_ups.parked_for(
+        return not any(job.holds_a_lane for job in succeeded) and not self.follow_ups.any_parked(
             job.id for job in succeeded
         )
 
