@@ -6,6 +6,8 @@
 -- passed over and the claim reads further down the index. Without it (when every group with
 -- work is held) it takes the jobs nobody holds in held groups, and waits for their standings
 -- when it writes them: it holds no standing itself, so that wait cannot close a circle.
+-- Each first job comes with what the claim ranks it by (its tenant, its time, its group's
+-- served count and plan), read where it was found, so the claim looks up neither again.
 create or replace function fairqueue.claim_firsts(
     p_type text,
     p_batch integer,
@@ -13,7 +15,8 @@ create or replace function fairqueue.claim_firsts(
     p_plan_priorities integer[],
     p_default_priority integer,
     p_hold_groups boolean
-) returns table (group_key text, id uuid)
+) returns table (group_key text, id uuid, tenant_id text, created_at timestamptz,
+    served bigint, plan text)
 language plpgsql set search_path = pg_catalog, pg_temp set jit = off
 as $$
 #variable_conflict use_column
@@ -21,14 +24,24 @@ declare
     level record;
     candidates text[];
     held text[];
+    held_served bigint[];
+    held_plans text[];
     last_n bigint;
     last_at timestamptz;
     last_id uuid;
     need integer;
     taken_keys text[] := '{}';
     taken_ids uuid[] := '{}';
+    taken_tenants text[] := '{}';
+    taken_times timestamptz[] := '{}';
+    taken_served bigint[] := '{}';
+    taken_plans text[] := '{}';
     found_keys text[];
     found_ids uuid[];
+    found_tenants text[];
+    found_times timestamptz[];
+    found_served bigint[];
+    found_plans text[];
     stale text[];
 begin
     -- The plans with standing groups, found by a skip scan, ranked into priority levels; within
@@ -81,23 +94,33 @@ begin
                      limit need) c;
             exit when candidates is null;
             if p_hold_groups then
-                select array_agg(h.group_key) into held
+                select array_agg(h.group_key), array_agg(h.n), array_agg(h.plan)
+                  into held, held_served, held_plans
                   from unnest(candidates) as k (group_key)
                   cross join lateral (
-                      select s.group_key
+                      select s.group_key, s.n, s.plan
                         from fairqueue.served s
                        where s.type = p_type and s.group_key = k.group_key
                          and not s.group_key = any(taken_keys)
                          and s.head_id is not null and not s.paused
                          for no key update skip locked) h;
             else
-                held := candidates;
+                select array_agg(s.group_key), array_agg(s.n), array_agg(s.plan)
+                  into held, held_served, held_plans
+                  from unnest(candidates) as k (group_key)
+                  cross join lateral (
+                      select s.group_key, s.n, s.plan
+                        from fairqueue.served s
+                       where s.type = p_type and s.group_key = k.group_key
+                       limit 1) s;
             end if;
             -- Each group's oldest due job that no one holds; a paused group offers none.
-            select array_agg(f.group_key), array_agg(f.id) into found_keys, found_ids
-              from unnest(held) as k (group_key)
+            select array_agg(f.group_key), array_agg(f.id), array_agg(f.tenant_id),
+                   array_agg(f.created_at), array_agg(k.n), array_agg(k.plan)
+              into found_keys, found_ids, found_tenants, found_times, found_served, found_plans
+              from unnest(held, held_served, held_plans) as k (group_key, n, plan)
               cross join lateral (
-                  select j.group_key, j.id
+                  select j.group_key, j.id, j.tenant_id, j.created_at
                     from fairqueue.jobs j
                    where j.type = p_type and j.status = 'pending'
                      and j.group_key = k.group_key and j.run_after <= now()
@@ -108,6 +131,10 @@ begin
                      for update of j skip locked) f;
             taken_keys := taken_keys || coalesce(found_keys, '{}');
             taken_ids := taken_ids || coalesce(found_ids, '{}');
+            taken_tenants := taken_tenants || coalesce(found_tenants, '{}');
+            taken_times := taken_times || coalesce(found_times, '{}');
+            taken_served := taken_served || coalesce(found_served, '{}');
+            taken_plans := taken_plans || coalesce(found_plans, '{}');
             -- A group this claim holds that offered nothing although its head is not held
             -- either: its standing is wrong (its jobs changed in a way no trigger saw, such as a
             -- truncate, or it was paused since), so it stands again from its jobs.
@@ -133,7 +160,10 @@ begin
         end loop;
         exit when cardinality(taken_keys) >= p_batch;
     end loop;
-    return query select u.group_key, u.id from unnest(taken_keys, taken_ids) as u (group_key, id);
+    return query select u.group_key, u.id, u.tenant_id, u.created_at, u.served, u.plan
+                   from unnest(taken_keys, taken_ids, taken_tenants, taken_times, taken_served,
+                               taken_plans) as u (group_key, id, tenant_id, created_at, served,
+                                                  plan);
 end $$;
 
 alter function fairqueue.claim_firsts(text, integer, text[], integer[], integer, boolean)
@@ -166,7 +196,7 @@ as $$
 #variable_conflict use_column
 declare
     woken text[];
-    taken_ids uuid[];
+    first_jobs record;
     claimed_ids uuid[];
     claimed_tenants text[];
 begin
@@ -190,30 +220,32 @@ begin
     -- (the block is a subtransaction), so that the second pass, which waits for standings when
     -- it writes them, holds none while it waits and two claims never wait on each other.
     begin
-        select array_agg(f.id) into taken_ids
+        select array_agg(f.id) as ids, array_agg(f.tenant_id) as tenants,
+               array_agg(f.created_at) as times, array_agg(f.group_key) as keys,
+               array_agg(f.served) as served, array_agg(f.plan) as plans
+          into first_jobs
           from fairqueue.claim_firsts(p_type, p_batch, p_plan_names, p_plan_priorities,
                                       p_default_priority, true) f;
-        if taken_ids is null then
+        if first_jobs.ids is null then
             raise exception using errcode = 'FQ001';
         end if;
     exception when sqlstate 'FQ001' then
-        select array_agg(f.id) into taken_ids
+        select array_agg(f.id) as ids, array_agg(f.tenant_id) as tenants,
+               array_agg(f.created_at) as times, array_agg(f.group_key) as keys,
+               array_agg(f.served) as served, array_agg(f.plan) as plans
+          into first_jobs
           from fairqueue.claim_firsts(p_type, p_batch, p_plan_names, p_plan_priorities,
                                       p_default_priority, false) f;
     end;
-    taken_ids := coalesce(taken_ids, '{}');
 
+    -- The first jobs are this claim's already (claim_firsts locked them), and come with what
+    -- ranks them.
     with firsts as (
-        select j.id, j.tenant_id, j.created_at, j.group_key, s.n as served,
-               coalesce(p_plan_priorities[array_position(p_plan_names, s.plan)],
+        select f.id, f.tenant_id, f.created_at, f.group_key, f.served,
+               coalesce(p_plan_priorities[array_position(p_plan_names, f.plan)],
                         p_default_priority) as priority
-          from unnest(taken_ids) as t (id)
-          cross join lateral (select j.id, j.tenant_id, j.created_at, j.group_key
-                                from fairqueue.jobs j where j.id = t.id limit 1) j
-          cross join lateral (select s.n, s.plan
-                                from fairqueue.served s
-                               where s.type = p_type and s.group_key = j.group_key
-                               limit 1) s
+          from unnest(first_jobs.ids, first_jobs.tenants, first_jobs.times, first_jobs.keys,
+                      first_jobs.served, first_jobs.plans) as f (id, tenant_id, created_at, group_key, served, plan)
     ),
     -- How many picks each group can take: its job d+1 stands at served + d, behind every group
     -- of a higher priority and every group of its own whose served count is lower, and behind
@@ -247,12 +279,13 @@ begin
           from reach
     ),
     offered as (
-        select r.id, r.tenant_id, r.created_at, r.priority, r.served + 1 as served
+        select r.id, r.tenant_id, r.created_at, r.priority, r.served + 1 as served, true as mine
           from reach r
         union all
         select c.id, c.tenant_id, c.created_at, r.priority,
                r.served + 1 + row_number() over (partition by r.group_key
-                                                 order by c.created_at, c.id)
+                                                 order by c.created_at, c.id),
+               false
           from reach r
           cross join share
           cross join lateral (
@@ -270,7 +303,8 @@ begin
                coalesce(p_plan_priorities[array_position(p_plan_names, t.plan)],
                         p_default_priority),
                coalesce(s.n, 0) + row_number() over (partition by j.group_key
-                                                     order by j.created_at, j.id)
+                                                     order by j.created_at, j.id),
+               false
           from fairqueue.jobs j
           left join fairqueue.groups g on g.key = j.group_key
           left join fairqueue.tenants t on t.id = j.tenant_id
@@ -280,19 +314,22 @@ begin
            and (g.status is null or g.status = 'active')
     ),
     -- Locked in the order's order, passing over what another claimer holds, until the batch is
-    -- full: nothing is locked that this claim does not take, beyond the first jobs above.
+    -- full: nothing is locked that this claim does not take, beyond the first jobs above, which
+    -- are locked already.
     picked as (
-        select l.id
+        select o.id
           from (select o.* from offered o
                  order by o.priority desc, o.served, o.created_at, o.id) o
-          cross join lateral (
+          left join lateral (
               select j.id
                 from fairqueue.jobs j
-               where j.id = o.id and j.type = p_type and j.run_after <= now()
+               where not o.mine
+                 and j.id = o.id and j.type = p_type and j.run_after <= now()
                  and (j.status = 'pending'
                       or (j.status = 'running' and j.lease_until < now()
                           and j.attempts < j.max_attempts))
-                 for update of j skip locked) l
+                 for update of j skip locked) l on true
+         where o.mine or l.id is not null
          limit p_batch
     ),
     claimed as (
