@@ -49,3 +49,20 @@ def test_two_migrators_at_once_apply_each_migration_once(empty_dsn: str) -> None
     assert errors == []
     everything = [m.name for m in migrations()] + [d.name for d in definitions()]
     assert sorted(applied, key=len) == [[], everything]
+
+
+def test_the_hot_tables_are_vacuumed_by_count_of_dead_rows_not_by_share(admin_dsn: str) -> None:
+    # The server's defaults wait for a fifth of a table to be dead and then vacuum it throttled;
+    # a queue's two hot tables churn far faster than that reclaims.
+    with connect(admin_dsn) as conn:
+        rows = conn.execute(
+            "select c.relname, c.reloptions from pg_class c"
+            " where c.oid in ('fairqueue.jobs'::regclass, 'fairqueue.served'::regclass)"
+        ).fetchall()
+    options = {r["relname"]: dict(o.split("=", 1) for o in r["reloptions"]) for r in rows}
+    assert options["jobs"]["autovacuum_vacuum_scale_factor"] == "0"
+    assert options["jobs"]["autovacuum_vacuum_threshold"] == "10000"
+    assert options["jobs"]["autovacuum_vacuum_cost_delay"] == "0"
+    assert options["served"]["autovacuum_vacuum_scale_factor"] == "0"
+    assert options["served"]["autovacuum_vacuum_threshold"] == "1000"
+    assert options["served"]["autovacuum_vacuum_cost_delay"] == "0"
