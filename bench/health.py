@@ -6,8 +6,10 @@ enqueued in bulk, the peers' tables analyzed, then the jobs drained by the syste
 soon after a bulk load; without it a plan made for the emptied table can crawl (procrastinate's
 fetch then took minutes per query). fairqueue's claim analyzes its table itself when it finds
 the statistics stale, and not while a vacuum of it is under way; an ANALYZE from outside would
-cancel that vacuum. fairqueue's finished jobs move out of the hot table after each round, as the
-backstop moves them. Autovacuum runs as the server is configured; nothing is vacuumed by hand.
+cancel that vacuum. fairqueue's jobs done with no output leave the hot table at their
+completion; whatever finished otherwise moves out after each round, as the backstop moves it.
+Autovacuum runs as the server is configured and as fairqueue's tables ask; nothing is vacuumed
+by hand.
 Then, per table a job's life writes to, from pg_stat_user_tables and the size functions: live
 and dead tuples, updates and how many were HOT (heap-only: no index entry written), autovacuum
 runs, and table and index size.
@@ -172,7 +174,8 @@ def churn_fairqueue(
         throughput.run_invocations(
             dsn, "fairqueue", sizes.throughput_batch, sizes.churn_workers, count
         )
-        # What the backstop does every minute: the round's finished jobs leave the hot table.
+        # What the backstop does every minute: the round's finished jobs that their completion
+        # did not move leave the hot table.
         with connect(dsn, autocommit=True) as mover:
             while mover.execute(MOVE).fetchone()["moved"] == MOVE_BATCH:  # type: ignore[index]
                 pass

@@ -375,8 +375,9 @@ def health_section(results: Results) -> list[str]:
         f"Each system's jobs enqueued, claimed and completed in rounds of"
         f" {results.sizes.churn_round:,} by {plural(results.sizes.churn_workers, 'worker')},"
         " from emptied"
-        " tables, with autovacuum as configured (bench/health.py); fairqueue's finished jobs"
-        " leave its hot table after each round, as the backstop moves them. Counts are from"
+        " tables, with autovacuum as configured (bench/health.py); fairqueue's jobs done with"
+        " no output leave its hot table at their completion, and the rest after each round, as"
+        " the backstop moves them. Counts are from"
         " pg_stat_user_tables after the churn (updates and deletes counted during it), sizes"
         " from pg_relation_size and pg_indexes_size.",
         "",

@@ -12,7 +12,13 @@ from fairqueue.db import Connection
 
 
 def job(conn: Connection, job_id: UUID) -> dict[str, Any]:
+    """A job's row wherever it is: the hot table, or the finished jobs a completion moved it to
+    (those have no columns of the hot table's own, such as give_up_owed)."""
     row = conn.execute("select * from fairqueue.jobs where id = %s", (job_id,)).fetchone()
+    if row is None:
+        row = conn.execute(
+            "select * from fairqueue.finished_jobs where id = %s", (job_id,)
+        ).fetchone()
     assert row is not None, f"no job {job_id}"
     return row
 
@@ -28,7 +34,16 @@ def age_job(conn: Connection, job_id: UUID, **seconds_ago: float) -> None:
 
 
 def count(conn: Connection, where: str = "true", params: tuple[Any, ...] = ()) -> int:
+    """Jobs in the hot table."""
     row = conn.execute(f"select count(*) as n from fairqueue.jobs where {where}", params).fetchone()  # type: ignore[arg-type]
+    assert row is not None
+    return int(row["n"])
+
+
+def count_all(conn: Connection, where: str = "true", params: tuple[Any, ...] = ()) -> int:
+    """Jobs whatever their state, in either table."""
+    statement = f"select count(*) as n from fairqueue.all_jobs where {where}"
+    row = conn.execute(statement, params).fetchone()
     assert row is not None
     return int(row["n"])
 

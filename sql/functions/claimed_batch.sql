@@ -40,6 +40,12 @@ grant execute on function fairqueue.read_claimed(text[], uuid[], text) to fairqu
 -- the claim does. Each row is still named with its tenant and its claimer. A caller whose
 -- transaction is clamped finishes only jobs inside its clamp, as the policies would let it. The
 -- ids that were still this claimer's.
+--
+-- A job done with no output owes nothing more (no result to save, no give-up hook), so it leaves
+-- the hot table in the same statement: deleted from fairqueue.jobs and written done into today's
+-- day of finished_jobs (keep_finished), two row versions in the hot table for its life instead
+-- of three. Only when today's day has not been made yet is it marked done where it is, for the
+-- backstop's move to take later.
 create or replace function fairqueue.mark_claimed_done_unchecked(
     p_tenant_ids text[],
     p_ids uuid[],
@@ -55,6 +61,19 @@ declare
     running_status constant text := 'running';
     unclamped constant boolean := fairqueue.clamped_to_no_one();
 begin
+    if fairqueue.finishing_day_made() then
+        return query
+            with gone as (
+                delete from fairqueue.jobs j
+                 using unnest(p_tenant_ids, p_ids) as o (tenant_id, id)
+                 where j.id = o.id and j.tenant_id is not distinct from o.tenant_id
+                   and (unclamped or fairqueue.within_clamp(o.tenant_id))
+                   and j.status = running_status and j.locked_by = p_locked_by
+                returning j
+            )
+            select k.id from fairqueue.keep_finished((select array_agg(g.j) from gone g), true) k;
+        return;
+    end if;
     return query
         update fairqueue.jobs j
            set status = 'done', finished_at = now(), lease_until = null, last_error = null,

@@ -53,26 +53,61 @@ begin
     with gone as (
         delete from fairqueue.jobs j
          where j.id = any(picked)
-        returning j.*
+        returning j
     )
-    insert into fairqueue.finished_jobs
-           (id, type, payload, tenant_id, group_id, dedupe_key, status, attempts, max_attempts,
-            run_after, locked_at, lease_until, locked_by, last_error, run_id, created_at,
-            finished_at, rung_at, lane, delta_of, credit_cost, upstream_id, released_at,
-            release_tries, release_failing_since, output, result_at)
-    select id, type, payload, tenant_id, group_id, dedupe_key, status, attempts, max_attempts,
-           run_after, locked_at, lease_until, locked_by, last_error, run_id, created_at,
-           fairqueue.finished_time(finished_at, locked_at, created_at), rung_at, lane, delta_of,
-           credit_cost,
-           upstream_id, released_at, release_tries, release_failing_since, output, result_at
-      from gone;
-    get diagnostics moved = row_count;
+    select count(*) into moved
+      from fairqueue.keep_finished((select array_agg(g.j) from gone g), false);
     return moved;
 end $$;
 alter function fairqueue.move_finished_unchecked(integer, interval)
     owner to fairqueue_owner;
 revoke all on function fairqueue.move_finished_unchecked(integer, interval)
     from public, fairqueue_app;
+
+-- Writes jobs just deleted from fairqueue.jobs into finished_jobs, each in the day it finished on,
+-- and returns their ids: the one list of what a finished job keeps. With p_done_now they are a
+-- completion's, deleted while running and written done as of now, with no lease, error or
+-- output (mark_claimed_done_unchecked); without, they are written as they were
+-- (move_finished_unchecked). The caller has made the days they go to.
+create or replace function fairqueue.keep_finished(p_rows fairqueue.jobs[], p_done_now boolean)
+returns table (id uuid)
+language plpgsql set search_path = pg_catalog, pg_temp set jit = off
+    set plan_cache_mode = force_generic_plan
+as $$
+#variable_conflict use_column
+begin
+    return query
+    insert into fairqueue.finished_jobs as f
+           (id, type, payload, tenant_id, group_id, dedupe_key, status, attempts, max_attempts,
+            run_after, locked_at, lease_until, locked_by, last_error, run_id, created_at,
+            finished_at, rung_at, lane, delta_of, credit_cost, upstream_id, released_at,
+            release_tries, release_failing_since, output, result_at)
+    select r.id, r.type, r.payload, r.tenant_id, r.group_id, r.dedupe_key,
+           case when p_done_now then 'done' else r.status end, r.attempts, r.max_attempts,
+           r.run_after, r.locked_at, case when p_done_now then null else r.lease_until end,
+           r.locked_by, case when p_done_now then null else r.last_error end, r.run_id,
+           r.created_at,
+           case when p_done_now then now()
+                else fairqueue.finished_time(r.finished_at, r.locked_at, r.created_at) end,
+           r.rung_at, r.lane, r.delta_of, r.credit_cost, r.upstream_id, r.released_at,
+           r.release_tries, r.release_failing_since,
+           case when p_done_now then null else r.output end, r.result_at
+      from unnest(p_rows) as r
+    returning f.id;
+end $$;
+alter function fairqueue.keep_finished(fairqueue.jobs[], boolean) owner to fairqueue_owner;
+revoke all on function fairqueue.keep_finished(fairqueue.jobs[], boolean)
+    from public, fairqueue_app;
+
+-- Whether the day of finished_jobs that a job finishing now goes to has been made.
+create or replace function fairqueue.finishing_day_made() returns boolean
+language sql stable set search_path = pg_catalog, pg_temp
+as $$
+select to_regclass(format('fairqueue.%I',
+           fairqueue.day_partition_name((now() at time zone 'UTC')::date))) is not null
+$$;
+alter function fairqueue.finishing_day_made() owner to fairqueue_owner;
+revoke all on function fairqueue.finishing_day_made() from public, fairqueue_app;
 
 -- When a finished job finished, as finished_jobs records it: its finish time, or, for a job
 -- finished by hand with none, when it was last taken or made.

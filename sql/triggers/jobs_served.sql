@@ -288,8 +288,10 @@ alter function fairqueue.jobs_served_update() owner to fairqueue_owner;
 revoke all on function fairqueue.jobs_served_update() from public, fairqueue_app;
 
 -- A job deleted from fairqueue.jobs takes its count with it, unless it moved to
--- fairqueue.finished_jobs (move_finished, in the same statement), where it counts by the same
--- served_at until that expires.
+-- fairqueue.finished_jobs in the same statement (the backstop's move, or a completion that moves
+-- its jobs as it marks them done): there it counts by its served_at on that side, which a
+-- completion sets to now. Each deleted job is looked for among the days from the one it would
+-- have finished on to today, by id: one day, but for a job that ran across midnight.
 create or replace function fairqueue.jobs_served_delete() returns trigger
 language plpgsql security definer set search_path = pg_catalog, pg_temp set jit = off
     set plan_cache_mode = force_generic_plan
@@ -304,18 +306,23 @@ begin
            array_agg(a.departed order by a.type, a.group_key) as departed
       into c
       from (select r.type, r.group_key,
-                   -count(*) filter (where r.served_at > w.watermark) as n_delta,
+                   sum(case when m.served_at > w.watermark then 1 else 0 end
+                       - case when r.served_at > w.watermark then 1 else 0 end) as n_delta,
                    bool_or(r.status = 'pending' and r.run_after <= now()) as departed
-              from old_rows r, fairqueue.served_watermark w
-             where (r.status = 'pending' and r.run_after <= now())
-                or (r.served_at > w.watermark
-                    and not exists (
-                        select 1
-                          from fairqueue.finished_jobs f
-                         where f.finished_at
-                               = fairqueue.finished_time(r.finished_at, r.locked_at, r.created_at)
-                           and f.id = r.id))
-             group by 1, 2) a;
+              from old_rows r
+             cross join fairqueue.served_watermark w
+              left join lateral (
+                  select f.served_at
+                    from fairqueue.finished_jobs f
+                   where f.finished_at
+                         >= fairqueue.finished_time(r.finished_at, r.locked_at, r.created_at)
+                     and f.finished_at
+                         <= greatest(now(), fairqueue.finished_time(r.finished_at, r.locked_at,
+                                                                    r.created_at))
+                     and f.id = r.id
+                   limit 1) m on true
+             group by 1, 2) a
+     where a.n_delta <> 0 or a.departed;
     if c.types is not null then
         perform fairqueue.served_apply(c.types, c.keys,
             array_fill(null::text, array[cardinality(c.types)]), c.deltas,

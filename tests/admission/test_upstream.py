@@ -71,7 +71,7 @@ def app(dsn: str):
 def job_row(conn, job_id) -> dict[str, Any]:
     row = conn.execute(
         "select status, attempts, release_tries, released_at, upstream_id, run_after"
-        " from fairqueue.jobs where id = %s",
+        " from fairqueue.all_jobs where id = %s",
         (job_id,),
     ).fetchone()
     assert row is not None
@@ -288,7 +288,7 @@ def test_an_unreachable_http_upstream_is_retried_then_refunded(dsn, app, conn, s
     assert {1, 2} <= tries_seen
     assert balance(app, "t") == 5
     failure = conn.execute(
-        "select last_error from fairqueue.jobs where id = %s", (admitted.job_id,)
+        "select last_error from fairqueue.all_jobs where id = %s", (admitted.job_id,)
     ).fetchone()
     assert "cannot be reached" in failure["last_error"]
 

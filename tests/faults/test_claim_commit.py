@@ -38,7 +38,8 @@ def quiet(cluster: Cluster) -> None:
 
 def jobs(admin: Connection, job_type: str = TYPE) -> dict[UUID, tuple[str, int, str | None]]:
     rows = admin.execute(
-        "select id, status, attempts, locked_by from fairqueue.jobs where type = %s", (job_type,)
+        "select id, status, attempts, locked_by from fairqueue.all_jobs where type = %s",
+        (job_type,),
     ).fetchall()
     return {r["id"]: (r["status"], r["attempts"], r["locked_by"]) for r in rows}
 

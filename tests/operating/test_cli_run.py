@@ -52,7 +52,7 @@ def start_run(dsn: str, *extra: str, started: Path | None = None) -> subprocess.
 
 def statuses(conn: Connection) -> dict[str, list[tuple[str, int]]]:
     rows = conn.execute(
-        "select type, status, attempts from fairqueue.jobs order by type, status"
+        "select type, status, attempts from fairqueue.all_jobs order by type, status"
     ).fetchall()
     found: dict[str, list[tuple[str, int]]] = {}
     for row in rows:

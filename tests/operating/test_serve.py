@@ -75,7 +75,7 @@ def start(dsn: str, monkeypatch) -> Iterator[Callable[..., subprocess.Popen[str]
 
 def status(conn, job_id) -> tuple[str, int]:
     row = conn.execute(
-        "select status, attempts from fairqueue.jobs where id = %s", (job_id,)
+        "select status, attempts from fairqueue.all_jobs where id = %s", (job_id,)
     ).fetchone()
     return row["status"], row["attempts"]
 

@@ -18,7 +18,7 @@ from fairqueue.claim import ClaimedJob, claim_batch
 from fairqueue.db import Connection
 from fairqueue.groups import pause_group
 from fairqueue.plans import set_plan
-from support import age_job, count, runs
+from support import age_job, count_all, runs
 
 JOIN_TIMEOUT_S = 60
 
@@ -95,8 +95,8 @@ def test_concurrent_pipelines_run_every_job_exactly_once_and_stop_healthy(
     executed = Counter(record.ids)
     assert set(executed) == enqueued
     assert [i for i, n in executed.items() if n > 1] == []
-    assert count(conn, "status = 'done'") == jobs
-    assert count(conn, "attempts <> 1") == 0
+    assert count_all(conn, "status = 'done'") == jobs
+    assert count_all(conn, "attempts <> 1") == 0
     assert sum(r.jobs_done for r in results) == jobs
     rows = runs(conn)
     assert len(rows) == workers
@@ -241,4 +241,4 @@ def test_a_stage_never_runs_more_handlers_at_once_than_its_concurrency(
     assert len(ran) == 18
     assert peak == 3
     assert result.summary["stages"][stage.name]["batches"] == 2
-    assert count(conn, "status = 'done'") == 18
+    assert count_all(conn, "status = 'done'") == 18

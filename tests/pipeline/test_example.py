@@ -35,7 +35,7 @@ def outcome(conn) -> list[tuple]:
     return [
         tuple(r.values())
         for r in conn.execute(
-            "select type, status, count(*), sum(attempts) from fairqueue.jobs"
+            "select type, status, count(*), sum(attempts) from fairqueue.all_jobs"
             " group by 1, 2 order by 1, 2"
         ).fetchall()
     ]
@@ -69,6 +69,7 @@ def test_example_workload_is_deterministic_and_exercises_every_rule(dsn, conn) -
     assert runs["retried"] > 0
 
     conn.execute("delete from fairqueue.jobs")
+    conn.execute("delete from fairqueue.finished_jobs")
     conn.execute("delete from fairqueue.quotas")
     seed(dsn, seed=3, quota_period=timedelta(hours=1), **options)
     drain(dsn, conn)

@@ -148,7 +148,7 @@ def test_follow_ups_inherit_tenant_and_group(dsn, conn) -> None:
     ]
     enqueue(conn, "parent", {}, tenant_id="t9", group_id="g9")
     run_pipeline(dsn, stages)
-    row = conn.execute("select * from fairqueue.jobs where type = 'child'").fetchone()
+    row = conn.execute("select * from fairqueue.all_jobs where type = 'child'").fetchone()
     assert (row["tenant_id"], row["group_id"], row["status"]) == ("t9", "g9", "done")
 
 

@@ -20,7 +20,7 @@ BATCH = 3
 
 def statuses(conn: Connection, ids: list[UUID]) -> list[tuple[str, int]]:
     rows = conn.execute(
-        "select id, status, attempts from fairqueue.jobs where id = any(%s)", (ids,)
+        "select id, status, attempts from fairqueue.all_jobs where id = any(%s)", (ids,)
     ).fetchall()
     found = {row["id"]: (row["status"], row["attempts"]) for row in rows}
     return [found[i] for i in ids]

@@ -22,7 +22,7 @@ SEEN: list[tuple[str, int]] = []
 
 def whoami(job: Job) -> None:
     row = job.conn.execute(
-        "select current_user as who, (select count(*) from fairqueue.jobs) as visible"
+        "select current_user as who, (select count(*) from fairqueue.all_jobs) as visible"
     ).fetchone()
     assert row is not None
     SEEN.append((row["who"], row["visible"]))

@@ -379,7 +379,7 @@ def test_a_batch_completion_writes_each_job_only_under_its_own_tenants_clamp(con
         "select id from fairqueue.complete_claimed(%s, %s, %s, 'me')", (tenants, ids, outputs)
     ).fetchall()
     assert sorted(r["id"] for r in done) == sorted(ids)
-    stored = conn.execute("select id, status, output from fairqueue.jobs").fetchall()
+    stored = conn.execute("select id, status, output from fairqueue.all_jobs").fetchall()
     assert {r["status"] for r in stored} == {"done"}
     assert {r["id"]: r["output"] for r in stored} == {i: {"n": k} for k, i in enumerate(ids)}
     # Done already: a second completion holds nothing.
@@ -420,7 +420,7 @@ def test_a_completion_without_outputs_still_names_each_jobs_tenant_and_claimer(c
         (tenants, ids, outputs),
     ).fetchall()
     assert sorted(r["id"] for r in done) == sorted(set(ids) - a_ids)
-    stored = conn.execute("select id, status, output from fairqueue.jobs").fetchall()
+    stored = conn.execute("select id, status, output from fairqueue.all_jobs").fetchall()
     assert {r["status"] for r in stored} == {"done"}
     assert {r["id"]: r["output"] for r in stored} == {
         r["id"]: None if r["id"] in a_ids else {"of": r["tenant_id"]} for r in rows
