@@ -78,12 +78,14 @@ def prepare(dsn: str) -> None:
 
 
 def reset(conn: Connection) -> None:
-    """Empty every table a workload fills. TRUNCATE fires no row trigger, so `served` is
-    emptied with `jobs`, the tenant level's standings and log with it (no type stays listed),
-    and the watermark goes back to where a fresh migration puts it."""
+    """Empty every table a workload fills, the finished jobs' days among them (a completion
+    moves its jobs there). TRUNCATE fires no row trigger, so `served` is emptied with `jobs`,
+    the tenant level's standings and log with it (no type stays listed), and the watermark goes
+    back to where a fresh migration puts it."""
     with conn.transaction():
         conn.execute(
-            "truncate fairqueue.jobs, fairqueue.served, fairqueue.runs, fairqueue.groups,"
+            "truncate fairqueue.jobs, fairqueue.finished_jobs, fairqueue.served, fairqueue.runs,"
+            " fairqueue.groups,"
             " fairqueue.tenants, fairqueue.tenant_level_types, fairqueue.tenant_standings,"
             " fairqueue.tenant_changes, bench.bare_jobs"
         )
