@@ -7,7 +7,8 @@
 -- work is held) it takes the jobs nobody holds in held groups, and waits for their standings
 -- when it writes them: it holds no standing itself, so that wait cannot close a circle.
 -- Each first job comes with what the claim ranks it by (its tenant, its time, its group's
--- served count and plan), read where it was found, so the claim looks up neither again.
+-- served count and plan), read where it was found, so the claim looks up neither again: one
+-- row of arrays, in the order the jobs were taken.
 create or replace function fairqueue.claim_firsts(
     p_type text,
     p_batch integer,
@@ -15,8 +16,8 @@ create or replace function fairqueue.claim_firsts(
     p_plan_priorities integer[],
     p_default_priority integer,
     p_hold_groups boolean
-) returns table (group_key text, id uuid, tenant_id text, created_at timestamptz,
-    served bigint, plan text)
+) returns table (first_keys text[], first_ids uuid[], first_tenants text[],
+    first_times timestamptz[], first_served bigint[], first_plans text[])
 language plpgsql set search_path = pg_catalog, pg_temp set jit = off
 as $$
 #variable_conflict use_column
@@ -160,10 +161,8 @@ begin
         end loop;
         exit when cardinality(taken_keys) >= p_batch;
     end loop;
-    return query select u.group_key, u.id, u.tenant_id, u.created_at, u.served, u.plan
-                   from unnest(taken_keys, taken_ids, taken_tenants, taken_times, taken_served,
-                               taken_plans) as u (group_key, id, tenant_id, created_at, served,
-                                                  plan);
+    return query select taken_keys, taken_ids, taken_tenants, taken_times, taken_served,
+                        taken_plans;
 end $$;
 
 alter function fairqueue.claim_firsts(text, integer, text[], integer[], integer, boolean)
@@ -220,20 +219,14 @@ begin
     -- (the block is a subtransaction), so that the second pass, which waits for standings when
     -- it writes them, holds none while it waits and two claims never wait on each other.
     begin
-        select array_agg(f.id) as ids, array_agg(f.tenant_id) as tenants,
-               array_agg(f.created_at) as times, array_agg(f.group_key) as keys,
-               array_agg(f.served) as served, array_agg(f.plan) as plans
-          into first_jobs
+        select f.* into first_jobs
           from fairqueue.claim_firsts(p_type, p_batch, p_plan_names, p_plan_priorities,
                                       p_default_priority, true) f;
-        if first_jobs.ids is null then
+        if cardinality(first_jobs.first_ids) = 0 then
             raise exception using errcode = 'FQ001';
         end if;
     exception when sqlstate 'FQ001' then
-        select array_agg(f.id) as ids, array_agg(f.tenant_id) as tenants,
-               array_agg(f.created_at) as times, array_agg(f.group_key) as keys,
-               array_agg(f.served) as served, array_agg(f.plan) as plans
-          into first_jobs
+        select f.* into first_jobs
           from fairqueue.claim_firsts(p_type, p_batch, p_plan_names, p_plan_priorities,
                                       p_default_priority, false) f;
     end;
@@ -244,8 +237,9 @@ begin
         select f.id, f.tenant_id, f.created_at, f.group_key, f.served,
                coalesce(p_plan_priorities[array_position(p_plan_names, f.plan)],
                         p_default_priority) as priority
-          from unnest(first_jobs.ids, first_jobs.tenants, first_jobs.times, first_jobs.keys,
-                      first_jobs.served, first_jobs.plans) as f (id, tenant_id, created_at, group_key, served, plan)
+          from unnest(first_jobs.first_ids, first_jobs.first_tenants, first_jobs.first_times,
+                      first_jobs.first_keys, first_jobs.first_served, first_jobs.first_plans)
+               as f (id, tenant_id, created_at, group_key, served, plan)
     ),
     -- How many picks each group can take: its job d+1 stands at served + d, behind every group
     -- of a higher priority and every group of its own whose served count is lower, and behind

@@ -311,14 +311,13 @@ begin
                    bool_or(r.status = 'pending' and r.run_after <= now()) as departed
               from old_rows r
              cross join fairqueue.served_watermark w
+             cross join lateral (
+                 select fairqueue.finished_time(r.finished_at, r.locked_at, r.created_at)
+                            as finished_by) t
               left join lateral (
                   select f.served_at
                     from fairqueue.finished_jobs f
-                   where f.finished_at
-                         >= fairqueue.finished_time(r.finished_at, r.locked_at, r.created_at)
-                     and f.finished_at
-                         <= greatest(now(), fairqueue.finished_time(r.finished_at, r.locked_at,
-                                                                    r.created_at))
+                   where f.finished_at between t.finished_by and greatest(now(), t.finished_by)
                      and f.id = r.id
                    limit 1) m on true
              group by 1, 2) a
