@@ -164,40 +164,60 @@ grant execute on function fairqueue.complete_claimed(text[], uuid[], jsonb[],
     text) to fairqueue_app;
 
 -- Claimed jobs whose handlers are still running (or waiting their turn in the batch) keep their
--- lease: it is set again to p_lease_s from now, tenant by tenant under each tenant's clamp, for
--- the jobs this claimer still holds. How many it extended.
+-- lease: it is set again to p_lease_s from now for the jobs this claimer still holds, by one
+-- statement for the whole batch, whichever tenants they are of. A lease is the claim's state,
+-- not the job's data, so it crosses tenants as the claim and a completion with no output do,
+-- each row still named with its tenant and its claimer; a caller whose transaction is clamped
+-- keeps only the jobs inside its clamp. How many it extended.
+create or replace function fairqueue.extend_leases_unchecked(
+    p_tenant_ids text[],
+    p_ids uuid[],
+    p_locked_by text,
+    p_lease_s double precision
+) returns integer
+language plpgsql set search_path = pg_catalog, pg_temp
+    set plan_cache_mode = force_generic_plan
+as $$
+declare
+    -- A variable, not a literal: in the generic plan no partial index over a status can be
+    -- proven to match, so the ids are looked up by primary key whatever the statistics say.
+    running_status constant text := 'running';
+    unclamped constant boolean := fairqueue.clamped_to_no_one();
+    extended integer;
+begin
+    update fairqueue.jobs j
+       set lease_until = now() + p_lease_s * interval '1 second'
+      from unnest(p_tenant_ids, p_ids) as o (tenant_id, id)
+     where j.id = o.id and j.tenant_id is not distinct from o.tenant_id
+       and (unclamped or fairqueue.within_clamp(o.tenant_id))
+       and j.status = running_status and j.locked_by = p_locked_by;
+    get diagnostics extended = row_count;
+    return extended;
+end $$;
+alter function fairqueue.extend_leases_unchecked(text[], uuid[], text, double precision)
+    owner to fairqueue_owner;
+revoke all on function fairqueue.extend_leases_unchecked(text[], uuid[], text, double precision)
+    from public, fairqueue_app;
+
+-- The door: checks the arguments, then runs extend_leases_unchecked as the owner.
 create or replace function fairqueue.extend_leases(
     p_tenant_ids text[],
     p_ids uuid[],
     p_locked_by text,
     p_lease_s double precision
 ) returns integer
-language plpgsql set plan_cache_mode = force_generic_plan
+language sql security definer set search_path = pg_catalog, pg_temp
 as $$
-declare
-    owner record;
-    extended integer;
-    total integer := 0;
-    -- A variable, not a literal: in the generic plan no partial index over a status can be
-    -- proven to match, so the ids are looked up by primary key whatever the statistics say.
-    running_status constant text := 'running';
-begin
-    for owner in
-        select c.tenant_id, array_agg(c.id) as ids
-          from unnest(p_tenant_ids, p_ids) as c (tenant_id, id)
-         group by c.tenant_id
-    loop
-        perform fairqueue.clamp(owner.tenant_id);
-        update fairqueue.jobs j
-           set lease_until = now() + p_lease_s * interval '1 second'
-         where j.id = any(owner.ids) and j.tenant_id is not distinct from owner.tenant_id
-           and j.status = running_status and j.locked_by = p_locked_by;
-        get diagnostics extended = row_count;
-        total := total + extended;
-    end loop;
-    perform fairqueue.unclamp();
-    return total;
-end $$;
+select fairqueue.door_argument(
+    cardinality(p_ids) <= 1000 and cardinality(p_ids) = cardinality(p_tenant_ids)
+        and array_position(p_ids, null) is null,
+    'extend_leases: ids must be at most 1000, none null, each with its tenant');
+select fairqueue.door_argument(p_locked_by <> '' and length(p_locked_by) <= 200,
+    'extend_leases: locked_by must be 1 to 200 characters');
+select fairqueue.door_argument(p_lease_s > 0 and p_lease_s <= 86400,
+    format('extend_leases: lease_s must be over 0 and at most 86400 (a day), got %s', p_lease_s));
+select fairqueue.extend_leases_unchecked(p_tenant_ids, p_ids, p_locked_by, p_lease_s);
+$$;
 alter function fairqueue.extend_leases(text[], uuid[], text, double precision)
     owner to fairqueue_owner;
 revoke all on function fairqueue.extend_leases(text[], uuid[], text, double precision)

@@ -161,12 +161,20 @@ def test_expired_leases_are_found_by_their_own_index(conn) -> None:
     assert any(n.get("Index Name") == "jobs_lease_idx" for n in plan)
 
 
-def batch_statement_plan(conn, function: str, params: dict[str, str], args: list) -> list[dict]:
-    """Every node of the generic plan of the last statement a PL/pgSQL batch function
-    (sql/functions/claimed_batch.sql) returns (complete_claimed's: the per-tenant one), its
-    variables (`params`: name to $n::type) bound as parameters."""
+# What a batch function returns, and the statement a function that returns a count runs.
+RETURNED = r"return query\s+(.*?);"
+UPDATED = r"\b(update fairqueue\.jobs .*?);"
+
+
+def batch_statement_plan(
+    conn, function: str, params: dict[str, str], args: list, statement_pattern: str = RETURNED
+) -> list[dict]:
+    """Every node of the generic plan of the last statement of a PL/pgSQL batch function
+    (sql/functions/claimed_batch.sql) that `statement_pattern` finds (by default the last it
+    returns: complete_claimed's per-tenant one), its variables (`params`: name to $n::type)
+    bound as parameters."""
     body = conn.execute("select prosrc from pg_proc where oid = %s::regprocedure", (function,))
-    statement = re.findall(r"return query\s+(.*?);", body.fetchone()["prosrc"], re.S)[-1]
+    statement = re.findall(statement_pattern, body.fetchone()["prosrc"], re.S)[-1]
     for name, placeholder in params.items():
         statement = statement.replace(name, placeholder)
     with conn.transaction(force_rollback=True), psycopg.ClientCursor(conn) as cur:
@@ -225,7 +233,22 @@ def test_a_batch_reads_and_completes_its_jobs_by_primary_key(conn) -> None:
         },
         [[None] * len(ids), ids, "me", "running", True],
     )
-    for plan in (read, complete, mark):
+    # The leases kept, by the door in one statement.
+    lease = batch_statement_plan(
+        conn,
+        "fairqueue.extend_leases_unchecked(text[], uuid[], text, double precision)",
+        {
+            "p_tenant_ids": "$1::text[]",
+            "p_ids": "$2::uuid[]",
+            "p_locked_by": "$3::text",
+            "p_lease_s": "$4::double precision",
+            "running_status": "$5::text",
+            "unclamped": "$6::boolean",
+        },
+        [[None] * len(ids), ids, "me", 60.0, "running", True],
+        UPDATED,
+    )
+    for plan in (read, complete, mark, lease):
         assert {n["Index Name"] for n in plan if "Index Name" in n} == {"jobs_pkey"}
         assert not [n for n in plan if n["Node Type"] == "Seq Scan"]
 

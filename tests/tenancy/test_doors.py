@@ -123,6 +123,17 @@ HOSTILE_CALLS = [
     " array(select gen_random_uuid() from generate_series(1, 1001)), 'me')",
     "select * from fairqueue.mark_claimed_done_unchecked(array['a'], array[gen_random_uuid()],"
     " 'me')",
+    "select fairqueue.extend_leases(array['a'], array[gen_random_uuid()], '', 60)",
+    "select fairqueue.extend_leases(array['a', 'b'], array[gen_random_uuid()], 'me', 60)",
+    "select fairqueue.extend_leases(array['a'], array[null]::uuid[], 'me', 60)",
+    "select fairqueue.extend_leases(null, null, 'me', 60)",
+    "select fairqueue.extend_leases(array['a'], array[gen_random_uuid()], 'me', 0)",
+    "select fairqueue.extend_leases(array['a'], array[gen_random_uuid()], 'me', 86401)",
+    "select fairqueue.extend_leases(array['a'], array[gen_random_uuid()], 'me', 'NaN')",
+    "select fairqueue.extend_leases(array['a'], array[gen_random_uuid()], 'me', null)",
+    "select fairqueue.extend_leases(array_fill('a'::text, array[1001]),"
+    " array(select gen_random_uuid() from generate_series(1, 1001)), 'me', 60)",
+    "select fairqueue.extend_leases_unchecked(array['a'], array[gen_random_uuid()], 'me', 60)",
 ]
 
 

@@ -207,6 +207,7 @@ DOORS = {
     "dev_upstream_hold",
     "dev_upstream_release",
     "mark_claimed_done",
+    "extend_leases",
 }
 
 
@@ -425,6 +426,51 @@ def test_a_completion_without_outputs_still_names_each_jobs_tenant_and_claimer(c
     assert {r["id"]: r["output"] for r in stored} == {
         r["id"]: None if r["id"] in a_ids else {"of": r["tenant_id"]} for r in rows
     }
+
+
+def test_a_lease_extension_names_each_jobs_tenant_and_claimer_in_one_statement(conn, app) -> None:
+    # A lease is the claim's state, not the job's data: a batch's leases are set again by one
+    # statement through a door, whatever their tenants, each job named with its tenant and its
+    # claimer.
+    seed_jobs(conn)
+    rows = claimed_rows(conn)
+    ids = [r["id"] for r in rows]
+    tenants = [r["tenant_id"] for r in rows]
+    wrong = ["b" if r["tenant_id"] == "a" else "a" for r in rows]
+
+    def kept_long() -> set:
+        found = conn.execute(
+            "select id from fairqueue.jobs where lease_until > now() + interval '30 minutes'"
+        ).fetchall()
+        return {r["id"] for r in found}
+
+    for named, by in ((wrong, "me"), (tenants, "other")):
+        extended = app.execute(
+            "select fairqueue.extend_leases(%s, %s, %s, 3600) as n", (named, ids, by)
+        ).fetchone()
+        assert extended["n"] == 0
+    assert kept_long() == set()
+    # A caller clamped to a keeps a's leases only, and stays clamped to a.
+    a_ids = {r["id"] for r in rows if r["tenant_id"] == "a"}
+    with tenant_transaction(app, "a"):
+        extended = app.execute(
+            "select fairqueue.extend_leases(%s, %s, 'me', 3600) as n", (tenants, ids)
+        ).fetchone()
+        assert app.execute("select fairqueue.current_tenant() as t").fetchone()["t"] == "a"
+    assert extended["n"] == len(a_ids)
+    assert kept_long() == a_ids
+    # Unclamped, every job the claimer still holds: not one that is done already.
+    finished = next(i for i in ids if i not in a_ids)
+    conn.execute(
+        "update fairqueue.jobs set status = 'done', finished_at = now(),"
+        " lease_until = null where id = %s",
+        (finished,),
+    )
+    extended = app.execute(
+        "select fairqueue.extend_leases(%s, %s, 'me', 3600) as n", (tenants, ids)
+    ).fetchone()
+    assert extended["n"] == len(ids) - 1
+    assert kept_long() == set(ids) - {finished}
 
 
 def test_no_day_of_finished_jobs_is_a_way_around_the_clamp(conn, app) -> None:

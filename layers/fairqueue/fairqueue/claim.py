@@ -242,8 +242,9 @@ def _completion(
 def extend_leases(
     conn: Connection, owned: list[tuple[str | None, UUID]], locked_by: str, lease_s: float
 ) -> int:
-    """Set the leases of several tenants' jobs (tenant, id) to ``lease_s`` from now, each
-    tenant's under its own clamp; how many this claimer still held."""
+    """Set the leases of several tenants' jobs (tenant, id) to ``lease_s`` from now, in one
+    statement through the door that names each job's tenant and claimer; how many this claimer
+    still held."""
     if not owned:
         return 0
     row = conn.execute(

@@ -72,8 +72,8 @@ select count(*) as done
                                   %(locked_by)s);
 
 -- name: extend_leases
--- The leases of a batch's jobs still running, each under its own tenant's clamp
--- (sql/functions/claimed_batch.sql).
+-- The leases of a batch's jobs still running, one statement for the batch through a door that
+-- names each job's tenant and claimer (sql/functions/claimed_batch.sql).
 select fairqueue.extend_leases(%(tenant_ids)b::text[], %(ids)b::uuid[], %(locked_by)s,
                                %(lease_s)s) as extended;
 
