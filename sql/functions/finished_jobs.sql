@@ -109,6 +109,30 @@ $$;
 alter function fairqueue.finishing_day_made() owner to fairqueue_owner;
 revoke all on function fairqueue.finishing_day_made() from public, fairqueue_app;
 
+-- The rows in finished_jobs of these jobs, among the days from p_earliest's to today's (or
+-- p_latest's, when later): where the delete trigger on jobs finds the jobs its statement moved.
+-- One probe of each day's id index for all of them, where a probe per job paid for choosing the
+-- day again at every job. Sequential scans are off: the plan is made once per connection, and a
+-- day still empty when it is made would be read whole ever after.
+create or replace function fairqueue.finished_rows_of(p_ids uuid[],
+    p_earliest timestamp with time zone, p_latest timestamp with time zone)
+returns table (id uuid, finished_at timestamp with time zone, served_at timestamp with time zone)
+language plpgsql stable set search_path = pg_catalog, pg_temp set jit = off
+    set plan_cache_mode = force_generic_plan set enable_seqscan = off
+as $$
+#variable_conflict use_column
+begin
+    return query
+        select f.id, f.finished_at, f.served_at
+          from fairqueue.finished_jobs f
+         where f.finished_at between p_earliest and greatest(now(), p_latest)
+           and f.id = any(p_ids);
+end $$;
+alter function fairqueue.finished_rows_of(uuid[], timestamp with time zone,
+    timestamp with time zone) owner to fairqueue_owner;
+revoke all on function fairqueue.finished_rows_of(uuid[], timestamp with time zone,
+    timestamp with time zone) from public, fairqueue_app;
+
 -- When a finished job finished, as finished_jobs records it: its finish time, or, for a job
 -- finished by hand with none, when it was last taken or made.
 create or replace function fairqueue.finished_time(p_finished_at timestamp with time zone,

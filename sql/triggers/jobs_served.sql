@@ -290,16 +290,26 @@ revoke all on function fairqueue.jobs_served_update() from public, fairqueue_app
 -- A job deleted from fairqueue.jobs takes its count with it, unless it moved to
 -- fairqueue.finished_jobs in the same statement (the backstop's move, or a completion that moves
 -- its jobs as it marks them done): there it counts by its served_at on that side, which a
--- completion sets to now. Each deleted job is looked for among the days from the one it would
--- have finished on to today, by id: one day, but for a job that ran across midnight.
+-- completion sets to now. The deleted jobs are looked for by id among the days from the
+-- earliest one they would have finished on to today, all at once (finished_rows_of): one day,
+-- but for a statement with a job that ran across midnight. A job is in one table or the other,
+-- never both (a retry takes it back out of finished_jobs), so its id finds only its move.
 create or replace function fairqueue.jobs_served_delete() returns trigger
 language plpgsql security definer set search_path = pg_catalog, pg_temp set jit = off
     set plan_cache_mode = force_generic_plan
 as $$
 declare
     c record;
+    deleted uuid[];
+    earliest timestamptz;
+    latest timestamptz;
 begin
     perform fairqueue.served_near_edge((select min(served_at) from old_rows));
+    select array_agg(r.id),
+           min(fairqueue.finished_time(r.finished_at, r.locked_at, r.created_at)),
+           max(fairqueue.finished_time(r.finished_at, r.locked_at, r.created_at))
+      into deleted, earliest, latest
+      from old_rows r;
     select array_agg(a.type order by a.type, a.group_key) as types,
            array_agg(a.group_key order by a.type, a.group_key) as keys,
            array_agg(a.n_delta order by a.type, a.group_key) as deltas,
@@ -311,15 +321,7 @@ begin
                    bool_or(r.status = 'pending' and r.run_after <= now()) as departed
               from old_rows r
              cross join fairqueue.served_watermark w
-             cross join lateral (
-                 select fairqueue.finished_time(r.finished_at, r.locked_at, r.created_at)
-                            as finished_by) t
-              left join lateral (
-                  select f.served_at
-                    from fairqueue.finished_jobs f
-                   where f.finished_at between t.finished_by and greatest(now(), t.finished_by)
-                     and f.id = r.id
-                   limit 1) m on true
+              left join fairqueue.finished_rows_of(deleted, earliest, latest) m on m.id = r.id
              group by 1, 2) a
      where a.n_delta <> 0 or a.departed;
     if c.types is not null then
