@@ -51,11 +51,19 @@ begin
     if wm >= target then
         return true;
     end if;
+    -- Served jobs are done or running. The running ones are read through the lease index, all
+    -- of them (the jobs in flight), so that no claim's row version enters an index of served
+    -- times: jobs_running_leased puts each of them in it.
     insert into fairqueue.served as s (type, group_key, n)
     select e.type, e.group_key, -count(*)
       from (select j.type, j.group_key
               from fairqueue.jobs j
-             where j.served_at > wm and j.served_at <= target
+             where j.status = 'done' and j.served_at > wm and j.served_at <= target
+            union all
+            select j.type, j.group_key
+              from fairqueue.jobs j
+             where j.lease_until is not null and j.status = 'running'
+               and j.served_at > wm and j.served_at <= target
             union all
             select f.type, f.group_key
               from fairqueue.finished_jobs f

@@ -82,15 +82,23 @@ def test_counter_matches_the_definition_through_random_transitions(conn) -> None
     assert sum(by_definition(conn).values()) > 0
 
 
-@pytest.mark.parametrize("moved", [False, True], ids=["in the hot table", "moved out of it"])
-def test_a_served_job_leaves_the_count_when_it_turns_a_day_old(conn, moved: bool) -> None:
+@pytest.mark.parametrize("where", ["done in the hot table", "moved out of it", "still running"])
+def test_a_served_job_leaves_the_count_when_it_turns_a_day_old(conn, where: str) -> None:
     job_id = enqueue(conn, "s1", {}, group_id="g")
-    conn.execute(
-        "update fairqueue.jobs set status = 'done',"
-        " finished_at = now() - interval '1 day' + interval '2 seconds' where id = %s",
-        (job_id,),
-    )
-    if moved:
+    if where == "still running":
+        conn.execute(
+            "update fairqueue.jobs set status = 'running', attempts = 1,"
+            " locked_at = now() - interval '1 day' + interval '2 seconds',"
+            " lease_until = now() + interval '1 hour' where id = %s",
+            (job_id,),
+        )
+    else:
+        conn.execute(
+            "update fairqueue.jobs set status = 'done',"
+            " finished_at = now() - interval '1 day' + interval '2 seconds' where id = %s",
+            (job_id,),
+        )
+    if where == "moved out of it":
         row = conn.execute("select fairqueue.move_finished(10, interval '1 s') as n").fetchone()
         assert row["n"] == 1
     assert by_counter(conn) == by_definition(conn) == {("s1", "/g"): 1}

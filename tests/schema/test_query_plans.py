@@ -186,6 +186,40 @@ def batch_statement_plan(
     return plan_nodes(plan)
 
 
+def test_the_days_expiry_reads_the_served_jobs_not_the_backlog(conn) -> None:
+    # The counts as of 26 hours ago, then a backlog of 30,000 pending jobs, 300 running (a third
+    # claimed 25 hours ago) and 60 done whose outputs wait for their results: the expiry reads
+    # the jobs in flight and the done ones, through the lease index and the done jobs' own,
+    # never the backlog.
+    conn.execute("update fairqueue.served_watermark set watermark = now() - interval '26 hours'")
+    conn.execute(
+        "insert into fairqueue.jobs (type, group_id)"
+        " select 'planned', 'g' || (i % 50) from generate_series(1, 30000) i"
+    )
+    conn.execute(
+        "insert into fairqueue.jobs (type, group_id, status, attempts, locked_at, lease_until)"
+        " select 'planned', 'g' || (i % 50), 'running', 1,"
+        " now() - case when i % 3 = 0 then interval '25 hours' else interval '1 hour' end,"
+        " now() + interval '1 hour' from generate_series(1, 300) i"
+    )
+    conn.execute(
+        "insert into fairqueue.jobs (type, group_id, status, finished_at, output)"
+        " select 'planned', 'g' || (i % 50), 'done',"
+        " now() - (i % 30 + 0.5) * interval '1 hour', '{}' from generate_series(1, 60) i"
+    )
+    conn.execute("analyze fairqueue.jobs")
+    served = "select sum(n) as n from fairqueue.served where type = 'planned'"
+    with conn.transaction(force_rollback=True):
+        kept = conn.execute(served).fetchone()["n"]
+        before = conn.execute(READS).fetchone()
+        assert conn.execute("select fairqueue.expire_served() as moved").fetchone()["moved"]
+        after = conn.execute(READS).fetchone()
+        # What crossed the edge left the counts: the 100 claimed 25 hours ago and the done jobs
+        # that finished 24.5 and 25.5 hours ago (two each).
+        assert kept - conn.execute(served).fetchone()["n"] == 104
+    assert after["jobs"] - before["jobs"] < 2_000
+
+
 def test_a_batch_reads_and_completes_its_jobs_by_primary_key(conn) -> None:
     # Statistics taken while nothing ran, then 2,000 running rows: the planner believes few
     # jobs run, and a partial index over running rows would look cheap to scan in full.
