@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
@@ -99,3 +100,15 @@ def holder(conn: Connection, job_id: UUID) -> str:
     ).fetchall()
     assert len(rows) == 1, f"job {job_id} is held {len(rows)} times"
     return str(rows[0]["t"])
+
+
+def wait_until_waiting_on_a_lock(conn: Connection, pid: int) -> None:
+    """Return once the backend `pid` waits on a lock; fail after five seconds."""
+    for _ in range(500):
+        row = conn.execute(
+            "select wait_event_type from pg_stat_activity where pid = %s", (pid,)
+        ).fetchone()
+        if row is not None and row["wait_event_type"] == "Lock":
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"backend {pid} never waited on a lock")

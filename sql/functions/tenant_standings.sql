@@ -116,11 +116,17 @@ end $$;
 alter function fairqueue.lock_tenant_claims(text[]) owner to fairqueue_owner;
 revoke all on function fairqueue.lock_tenant_claims(text[]) from public, fairqueue_app;
 
--- The locks of every tenant-level type, for the writers of many groups' served rows above.
+-- The locks of every tenant-level type, for the writers of many groups' served rows above. The
+-- served table's own write lock comes first: a type being listed holds that table in share mode
+-- until the listing commits, so the list is read only once no listing is in flight, and none
+-- can start before this transaction ends. Read before it, the list could miss a type whose
+-- listing committed while the writer waited for the table; the writer then held standings a
+-- claim of that type waited for, and waited itself for the claim's lock at its next statement.
 create or replace function fairqueue.lock_tenant_level_claims() returns void
 language plpgsql set search_path = pg_catalog, pg_temp
 as $$
 begin
+    lock table fairqueue.served in row exclusive mode;
     perform fairqueue.lock_tenant_claims(array(select l.type from fairqueue.tenant_level_types l));
 end $$;
 alter function fairqueue.lock_tenant_level_claims() owner to fairqueue_owner;

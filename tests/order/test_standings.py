@@ -14,7 +14,7 @@ from fairqueue.db import Connection
 from fairqueue.groups import pause_group, resume_group
 from fairqueue.plans import PLANS, set_plan
 from fairqueue.queries import query
-from support import race
+from support import race, wait_until_waiting_on_a_lock
 
 STAGE = Stage("standing", handler=lambda _job: None)
 
@@ -145,7 +145,7 @@ def test_a_job_added_while_a_claim_that_emptied_its_group_is_open_is_claimed_aft
 
             thread = threading.Thread(target=add)
             thread.start()
-            _wait_until_waiting_on_a_lock(conn, pid["pid"])
+            wait_until_waiting_on_a_lock(conn, pid["pid"])
         thread.join(timeout=10)
     assert added and added[0] is not None
     assert claim_all(conn, "second") == [added[0]]
@@ -171,17 +171,6 @@ def test_a_job_enqueued_after_a_claim_began_and_committed_before_it_empties_the_
         assert claim_in(claimer) == [head]
     assert claim_all(conn, "second") == [added]
     assert standings_drift(conn) == []
-
-
-def _wait_until_waiting_on_a_lock(conn: Connection, pid: int) -> None:
-    for _ in range(500):
-        row = conn.execute(
-            "select wait_event_type from pg_stat_activity where pid = %s", (pid,)
-        ).fetchone()
-        if row is not None and row["wait_event_type"] == "Lock":
-            return
-        time.sleep(0.01)
-    raise AssertionError(f"backend {pid} never waited on a lock")
 
 
 def test_a_job_that_comes_due_later_is_claimed_once_it_is_due(conn: Connection) -> None:

@@ -20,7 +20,7 @@ from fairqueue.groups import pause_group, resume_group
 from fairqueue.plans import set_plan
 from order_workloads import Workload, priority, workloads
 from order_workloads import load as load_workload
-from support import race
+from support import race, wait_until_waiting_on_a_lock
 
 Stage("by_tenant", handler=lambda _job: None, fair_share="tenant")
 
@@ -296,6 +296,66 @@ def test_the_standings_stay_exact_while_enqueuers_claimers_pauses_and_plans_race
         claimed.extend(str(c.id) for c in found)
     assert Counter(claimed) == Counter(sent)
     _standings_match_the_groups(conn, "raced_by_tenant")
+
+
+def test_a_plan_change_that_waited_for_a_types_listing_waits_for_its_claims_too(
+    conn: Connection, dsn: str
+) -> None:
+    # A plan change holds the tenant-level claims off before it writes standings. Here the type
+    # is being listed while the change starts: the change must see the listing once it may go
+    # on, and wait for the claim queued behind the listing before it holds any standing that
+    # claim will write (else each waits for the other).
+    _reset(conn)
+    Stage("listed_meanwhile", handler=lambda _job: None, fair_share="tenant")
+    set_plan(conn, "t2", "free")
+    jobs = [
+        enqueue(conn, "listed_meanwhile", {}, tenant_id="t2", group_id=f"g{n}") for n in range(3)
+    ]
+    with (
+        connect(dsn) as lister,
+        connect(dsn, autocommit=True) as operator,
+        connect(dsn, autocommit=True) as claimer,
+    ):
+        # The first claim of the type lists it, and holds the listing until it commits.
+        listed = claim_batch(lister, "listed_meanwhile", batch=1, lease_s=600, locked_by="first")
+        assert len(listed) == 1
+        outcomes: list[Any] = []
+        operator_pid = operator.execute("select pg_backend_pid() as pid").fetchone()["pid"]
+        claimer_pid = claimer.execute("select pg_backend_pid() as pid").fetchone()["pid"]
+
+        def change_plan() -> None:
+            try:
+                set_plan(operator, "t2", "pro")
+                outcomes.append("changed")
+            except Exception as exc:
+                outcomes.append(exc)
+
+        def claim_the_rest() -> None:
+            try:
+                found = claim_batch(
+                    claimer, "listed_meanwhile", batch=5, lease_s=600, locked_by="second"
+                )
+                outcomes.append(sorted(str(c.id) for c in found))
+            except Exception as exc:
+                outcomes.append(exc)
+
+        changing = threading.Thread(target=change_plan)
+        changing.start()
+        wait_until_waiting_on_a_lock(conn, operator_pid)
+        claiming = threading.Thread(target=claim_the_rest)
+        claiming.start()
+        wait_until_waiting_on_a_lock(conn, claimer_pid)
+        lister.commit()
+        changing.join(30)
+        claiming.join(30)
+    assert not changing.is_alive() and not claiming.is_alive()
+    assert sorted(outcomes, key=str) == sorted(
+        ["changed", sorted(str(j) for j in jobs if str(j) != str(listed[0].id))], key=str
+    )
+    assert conn.execute(
+        "select distinct plan from fairqueue.served where type = 'listed_meanwhile'"
+    ).fetchall() == [{"plan": "pro"}]
+    _standings_match_the_groups(conn, "listed_meanwhile")
 
 
 def test_a_standing_no_trigger_saw_change_is_set_again_and_the_claim_goes_on(
