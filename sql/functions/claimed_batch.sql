@@ -98,12 +98,7 @@ create or replace function fairqueue.mark_claimed_done(
     id uuid)
 language sql security definer set search_path = pg_catalog, pg_temp
 as $$
-select fairqueue.door_argument(
-    cardinality(p_ids) <= 1000 and cardinality(p_ids) = cardinality(p_tenant_ids)
-        and array_position(p_ids, null) is null,
-    'mark_claimed_done: ids must be at most 1000, none null, each with its tenant');
-select fairqueue.door_argument(p_locked_by <> '' and length(p_locked_by) <= 200,
-    'mark_claimed_done: locked_by must be 1 to 200 characters');
+select fairqueue.door_claimed_batch('mark_claimed_done', p_tenant_ids, p_ids, p_locked_by);
 select * from fairqueue.mark_claimed_done_unchecked(p_tenant_ids, p_ids, p_locked_by);
 $$;
 alter function fairqueue.mark_claimed_done(text[], uuid[], text) owner to fairqueue_owner;
@@ -208,12 +203,7 @@ create or replace function fairqueue.extend_leases(
 ) returns integer
 language sql security definer set search_path = pg_catalog, pg_temp
 as $$
-select fairqueue.door_argument(
-    cardinality(p_ids) <= 1000 and cardinality(p_ids) = cardinality(p_tenant_ids)
-        and array_position(p_ids, null) is null,
-    'extend_leases: ids must be at most 1000, none null, each with its tenant');
-select fairqueue.door_argument(p_locked_by <> '' and length(p_locked_by) <= 200,
-    'extend_leases: locked_by must be 1 to 200 characters');
+select fairqueue.door_claimed_batch('extend_leases', p_tenant_ids, p_ids, p_locked_by);
 select fairqueue.door_argument(p_lease_s > 0 and p_lease_s <= 86400,
     format('extend_leases: lease_s must be over 0 and at most 86400 (a day), got %s', p_lease_s));
 select fairqueue.extend_leases_unchecked(p_tenant_ids, p_ids, p_locked_by, p_lease_s);

@@ -13,3 +13,21 @@ begin
 end $$;
 alter function fairqueue.door_argument(boolean, text) owner to fairqueue_owner;
 revoke all on function fairqueue.door_argument(boolean, text) from public, fairqueue_app;
+
+-- The batch a door that changes claimed jobs is handed (mark_claimed_done, extend_leases): at
+-- most 1,000 ids, none null, each with its tenant, and the claimer's name. The one check of it.
+create or replace function fairqueue.door_claimed_batch(p_door text, p_tenant_ids text[],
+    p_ids uuid[], p_locked_by text) returns void
+language plpgsql set search_path = pg_catalog, pg_temp
+as $$
+begin
+    perform fairqueue.door_argument(
+        cardinality(p_ids) <= 1000 and cardinality(p_ids) = cardinality(p_tenant_ids)
+            and array_position(p_ids, null) is null,
+        format('%s: ids must be at most 1000, none null, each with its tenant', p_door));
+    perform fairqueue.door_argument(p_locked_by <> '' and length(p_locked_by) <= 200,
+        format('%s: locked_by must be 1 to 200 characters', p_door));
+end $$;
+alter function fairqueue.door_claimed_batch(text, text[], uuid[], text) owner to fairqueue_owner;
+revoke all on function fairqueue.door_claimed_batch(text, text[], uuid[], text)
+    from public, fairqueue_app;

@@ -134,6 +134,7 @@ HOSTILE_CALLS = [
     "select fairqueue.extend_leases(array_fill('a'::text, array[1001]),"
     " array(select gen_random_uuid() from generate_series(1, 1001)), 'me', 60)",
     "select fairqueue.extend_leases_unchecked(array['a'], array[gen_random_uuid()], 'me', 60)",
+    "select fairqueue.door_claimed_batch('x', array['a'], array[gen_random_uuid()], 'me')",
 ]
 
 
