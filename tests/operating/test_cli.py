@@ -305,6 +305,28 @@ def test_a_database_behind_this_release_is_refused_with_where_it_stands(
     assert main(["--database-url", dsn, "status"]) == 0
 
 
+@pytest.mark.parametrize(
+    ("url", "named"),
+    [
+        ("postgresql://fq:s3cret@127.0.0.1/db?colour=blue", '"colour"'),
+        ("postgresql://fq:s3%zzret@127.0.0.1/db", '"***"'),
+        ("postgresql://fq:s3cret@[127.0.0.1/db", "postgresql://fq:***@[127.0.0.1/db"),
+        ("host=127.0.0.1 password=s3cret dbname", '"dbname"'),
+    ],
+)
+@pytest.mark.parametrize("command", [["migrate"], ["status"], ["tick", "--stages", STAGES]])
+def test_a_database_url_libpq_cannot_read_is_one_line_without_its_password(
+    url: str, named: str, capsys: pytest.CaptureFixture[str], command: list[str]
+) -> None:
+    assert main(["--database-url", url, *command]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith("fairqueue: the database URL is not a connection string")
+    assert named in captured.err
+    assert "s3" not in captured.err
+    assert len(captured.err.strip().splitlines()) == 1, captured.err
+
+
 def test_database_url_is_taken_after_the_subcommand_too(
     dsn: str, conn: Connection, capsys: pytest.CaptureFixture[str]
 ) -> None:

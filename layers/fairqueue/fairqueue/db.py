@@ -1,10 +1,12 @@
 """Connections: where the database URL comes from, and a clear error when there is none."""
 
 import logging
+import re
 from collections.abc import Callable
 from typing import Any, Final
 
 import psycopg
+from psycopg.conninfo import conninfo_to_dict
 from psycopg.pq import TransactionStatus
 from psycopg.rows import dict_row
 
@@ -60,14 +62,36 @@ def after_commit(conn: Connection, callback: Callable[[], None]) -> bool:
 
 
 def resolve_dsn(dsn: str | None = None) -> str:
-    """The given DSN, else ``DATABASE_URL``."""
+    """The given DSN, else ``DATABASE_URL``; refused unless libpq can read it."""
     found = dsn or settings().database_url
     if not found:
         raise DatabaseUnavailable(
             "no database: pass a DSN or set DATABASE_URL (for example "
             "postgresql://postgres@127.0.0.1:5432/postgres)"
         )
+    try:
+        conninfo_to_dict(found)
+    except psycopg.ProgrammingError as exc:
+        raise ConfigurationError(
+            "the database URL is not a connection string libpq can read:"
+            f" {_without_password(_first_line(exc), found)}"
+        ) from None
     return found
+
+
+# Where a connection string keeps its password: user:password@ in a URI, password=... in
+# key=value pairs.
+_PASSWORDS = re.compile(r"://[^:/@]*:([^@]*)@|password\s*=\s*('(?:[^'\\]|\\.)*'|\S+)")
+
+
+def _without_password(message: str, dsn: str) -> str:
+    """libpq quotes the part of a connection string it could not read, which may be the
+    password: the message with every password of `dsn` masked."""
+    for found in _PASSWORDS.finditer(dsn):
+        secret = found.group(1) or found.group(2)
+        if secret:
+            message = message.replace(secret, "***")
+    return message
 
 
 def connect(
