@@ -27,6 +27,8 @@ declare
     held text[];
     held_served bigint[];
     held_plans text[];
+    held_times timestamptz[];
+    held_heads uuid[];
     last_n bigint;
     last_at timestamptz;
     last_id uuid;
@@ -95,36 +97,47 @@ begin
                      limit need) c;
             exit when candidates is null;
             if p_hold_groups then
-                select array_agg(h.group_key), array_agg(h.n), array_agg(h.plan)
-                  into held, held_served, held_plans
+                select array_agg(h.group_key), array_agg(h.n), array_agg(h.plan),
+                       array_agg(h.head_created_at), array_agg(h.head_id)
+                  into held, held_served, held_plans, held_times, held_heads
                   from unnest(candidates) as k (group_key)
                   cross join lateral (
-                      select s.group_key, s.n, s.plan
+                      select s.group_key, s.n, s.plan, s.head_created_at, s.head_id
                         from fairqueue.served s
                        where s.type = p_type and s.group_key = k.group_key
                          and not s.group_key = any(taken_keys)
                          and s.head_id is not null and not s.paused
                          for no key update skip locked) h;
             else
-                select array_agg(s.group_key), array_agg(s.n), array_agg(s.plan)
-                  into held, held_served, held_plans
+                select array_agg(s.group_key), array_agg(s.n), array_agg(s.plan),
+                       array_agg(s.head_created_at), array_agg(s.head_id)
+                  into held, held_served, held_plans, held_times, held_heads
                   from unnest(candidates) as k (group_key)
                   cross join lateral (
-                      select s.group_key, s.n, s.plan
+                      select s.group_key, s.n, s.plan, s.head_created_at, s.head_id
                         from fairqueue.served s
                        where s.type = p_type and s.group_key = k.group_key
                        limit 1) s;
             end if;
-            -- Each group's oldest due job that no one holds; a paused group offers none.
+            -- Each group's oldest due job that no one holds, from its head on; a paused group
+            -- offers none. The jobs before the head are gone, and the index keeps their entries
+            -- until a vacuum: read from the start, a group drained of 50,000 jobs since the last
+            -- vacuum costs 0.65 ms a read here instead of 0.05. A job before the head that an
+            -- enqueue committed after a claim set the head without seeing it is found by the
+            -- next claim's head, which reads the group from its start (recompute_heads).
             select array_agg(f.group_key), array_agg(f.id), array_agg(f.tenant_id),
                    array_agg(f.created_at), array_agg(k.n), array_agg(k.plan)
               into found_keys, found_ids, found_tenants, found_times, found_served, found_plans
-              from unnest(held, held_served, held_plans) as k (group_key, n, plan)
+              from unnest(held, held_served, held_plans, held_times, held_heads)
+                   as k (group_key, n, plan, head_created_at, head_id)
               cross join lateral (
                   select j.group_key, j.id, j.tenant_id, j.created_at
                     from fairqueue.jobs j
                    where j.type = p_type and j.status = 'pending'
                      and j.group_key = k.group_key and j.run_after <= now()
+                     and (j.created_at, j.id)
+                         >= (coalesce(k.head_created_at, '-infinity'),
+                             coalesce(k.head_id, '00000000-0000-0000-0000-000000000000'))
                      and not exists (select 1 from fairqueue.groups g
                                       where g.key = k.group_key and g.status = 'paused')
                    order by j.type, j.group_key, j.created_at, j.id

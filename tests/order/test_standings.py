@@ -36,18 +36,24 @@ def standings_drift(conn: Connection) -> list[dict[str, Any]]:
 
 
 def claim_all(conn: Connection, locked_by: str) -> list[UUID]:
-    jobs = claim_batch(conn, STAGE.name, batch=20, lease_s=60, locked_by=locked_by)
+    return claim_all_of(conn, locked_by, batch=20)
+
+
+def claim_all_of(conn: Connection, locked_by: str, *, batch: int) -> list[UUID]:
+    """Claims up to `batch` jobs and completes them: their ids, in the order taken."""
+    jobs = claim_batch(conn, STAGE.name, batch=batch, lease_s=60, locked_by=locked_by)
     complete_claimed(conn, [(j.tenant_id, j.id) for j in jobs], locked_by)
     return [j.id for j in jobs]
 
 
-def claim_in(conn: Connection) -> list[UUID]:
-    """The claim's statement alone, in the caller's transaction: the ids it takes, up to 5."""
+def claim_in(conn: Connection, batch: int = 5) -> list[UUID]:
+    """The claim's statement alone, in the caller's transaction: the ids it takes, up to
+    `batch`."""
     rows = conn.execute(
         query("claim_batch"),
         {
             "type": STAGE.name,
-            "batch": 5,
+            "batch": batch,
             "lease_s": 60,
             "locked_by": "first",
             "run_id": None,
@@ -170,6 +176,32 @@ def test_a_job_enqueued_after_a_claim_began_and_committed_before_it_empties_the_
         # The claim sees the job but not as due by its clock: it takes the head alone.
         assert claim_in(claimer) == [head]
     assert claim_all(conn, "second") == [added]
+    assert standings_drift(conn) == []
+
+
+def test_a_job_committed_before_a_head_it_never_saw_is_claimed_by_the_next_claim_but_one(
+    conn: Connection, dsn: str
+) -> None:
+    head = enqueue(conn, STAGE.name, {}, tenant_id="t", group_id="g")
+    with (
+        connect(dsn, autocommit=True) as claimer,
+        connect(dsn, autocommit=True) as adder,
+    ):
+        with adder.transaction():
+            # The late job's time is when its transaction began: before the jobs below.
+            adder.execute("select now()")
+            time.sleep(0.01)
+            later = [enqueue(conn, STAGE.name, {}, tenant_id="t", group_id="g") for _ in range(3)]
+            with claimer.transaction():
+                assert claim_in(claimer, batch=1) == [head]
+                # The claim has set the head to the first of the later jobs, seeing no late one;
+                # the late enqueue reads the head the claim is replacing, older than its job,
+                # and writes nothing.
+                late = enqueue(adder, STAGE.name, {}, tenant_id="t", group_id="g")
+        # The claims read a group's jobs from its head on: the next one takes the head, and
+        # the head it sets again, reading the group from its start, is the late job.
+        taken = [claim_all_of(conn, "next", batch=1) for _ in range(2)]
+    assert sorted(job for jobs in taken for job in jobs) == sorted([late, later[0]])
     assert standings_drift(conn) == []
 
 

@@ -148,6 +148,36 @@ def test_a_claim_by_tenant_reads_rows_in_proportion_to_its_batch_not_to_the_tena
     assert reads["tenants"] <= 10 * 25
 
 
+def test_a_groups_first_job_is_read_from_its_head_on_not_past_its_claimed_jobs(conn) -> None:
+    conn.execute(
+        "insert into fairqueue.jobs (type, group_id)"
+        " select 'planned', 'g' from generate_series(1, 20000)"
+    )
+    # Jobs claimed since the last vacuum keep their entries in the group's queue index:
+    # 15,000 of them before the group's head, some 150 pages of entries.
+    conn.execute(
+        "update fairqueue.jobs set status = 'running', locked_at = now(),"
+        "       lease_until = now() + interval '1 minute'"
+        " where id in (select id from fairqueue.jobs order by created_at, id limit 15000)"
+    )
+    params = PLANS.claim_params()
+    pages = (
+        "select pg_stat_get_xact_blocks_fetched('fairqueue.jobs_group_queue_idx'::regclass) as n"
+    )
+    with conn.transaction(force_rollback=True):
+        before = conn.execute(pages).fetchone()
+        (first,) = conn.execute(
+            "select f.first_ids from fairqueue.claim_firsts('planned', 1, %s, %s, %s, true) f",
+            (params["plan_names"], params["plan_priorities"], params["default_priority"]),
+        ).fetchall()
+        after = conn.execute(pages).fetchone()
+    head = conn.execute(
+        "select head_id from fairqueue.served where type = 'planned' and group_key = '/g'"
+    ).fetchone()
+    assert first["first_ids"] == [head["head_id"]]
+    assert after["n"] - before["n"] <= 10
+
+
 def test_has_claimable_uses_the_claim_index(conn) -> None:
     fill(conn)
     assert_walks_the_claim_index(door_plan(conn, "fairqueue.has_claimable(text)", ["planned"]))
