@@ -106,10 +106,11 @@ begin
         ),
         -- Each of those tenants' first groups, as many as it can take picks.
         tenant_groups as (
-            select r.tenant_key, r.n as tenant_n, r.priority, r.picks, g.group_key, g.n
+            select r.tenant_key, r.n as tenant_n, r.priority, r.picks, g.group_key, g.n,
+                   g.head_created_at, g.head_id
               from tenant_reach r
               cross join lateral (
-                  select s.group_key, s.n
+                  select s.group_key, s.n, s.head_created_at, s.head_id
                     from fairqueue.served s
                    where s.type = p_type and s.tenant_key = r.tenant_key
                      and s.head_id is not null and not s.paused
@@ -128,15 +129,17 @@ begin
         ),
         group_reach as (
             select g.tenant_key, g.tenant_n, g.priority, g.picks, g.group_key, g.n,
+                   g.head_created_at, g.head_id,
                    1 + coalesce(max(least(coalesce(l.next_n - g.n, g.picks),
                                           g.picks - l.heads_up_to))
                                   filter (where g.picks - l.heads_up_to >= l.n - g.n + 1),
                                 0) as jobs
               from tenant_groups g
               join group_levels l on l.tenant_key = g.tenant_key and l.n >= g.n
-             group by 1, 2, 3, 4, 5, 6
+             group by 1, 2, 3, 4, 5, 6, 7, 8
         ),
-        -- Each group's oldest due jobs, as many as it can give; a paused group gives none.
+        -- Each group's oldest due jobs, as many as it can give, from its head on (see
+        -- claim_firsts); a paused group gives none.
         offered as (
             select j.id, j.created_at, r.priority, r.tenant_n, r.picks, r.tenant_key,
                    r.n + row_number() over (partition by r.group_key
@@ -147,6 +150,7 @@ begin
                     from fairqueue.jobs j
                    where j.type = p_type and j.status = 'pending'
                      and j.group_key = r.group_key and j.run_after <= now()
+                     and (j.created_at, j.id) >= (r.head_created_at, r.head_id)
                      and not exists (select 1 from fairqueue.groups g
                                       where g.key = r.group_key and g.status = 'paused')
                    order by j.type, j.group_key, j.created_at, j.id

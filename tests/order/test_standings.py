@@ -8,12 +8,15 @@ import time
 from typing import Any
 from uuid import UUID
 
+import pytest
+
 from fairqueue import Stage, connect, enqueue
 from fairqueue.claim import claim_batch, complete_claimed
 from fairqueue.db import Connection
 from fairqueue.groups import pause_group, resume_group
 from fairqueue.plans import PLANS, set_plan
 from fairqueue.queries import query
+from fairqueue.stage import FairShare
 from support import race, wait_until_waiting_on_a_lock
 
 STAGE = Stage("standing", handler=lambda _job: None)
@@ -39,21 +42,24 @@ def claim_all(conn: Connection, locked_by: str) -> list[UUID]:
     return claim_all_of(conn, locked_by, batch=20)
 
 
-def claim_all_of(conn: Connection, locked_by: str, *, batch: int) -> list[UUID]:
+def claim_all_of(
+    conn: Connection, locked_by: str, *, batch: int, fair_share: FairShare = "group"
+) -> list[UUID]:
     """Claims up to `batch` jobs and completes them: their ids, in the order taken."""
-    jobs = claim_batch(conn, STAGE.name, batch=batch, lease_s=60, locked_by=locked_by)
+    jobs = claim_batch(
+        conn, STAGE.name, batch=batch, lease_s=60, locked_by=locked_by, fair_share=fair_share
+    )
     complete_claimed(conn, [(j.tenant_id, j.id) for j in jobs], locked_by)
     return [j.id for j in jobs]
 
 
-def claim_in(conn: Connection, batch: int = 5) -> list[UUID]:
-    """The claim's statement alone, in the caller's transaction: the ids it takes, up to
-    `batch`."""
+def claim_in(conn: Connection) -> list[UUID]:
+    """The claim's statement alone, in the caller's transaction: the ids it takes, up to 5."""
     rows = conn.execute(
         query("claim_batch"),
         {
             "type": STAGE.name,
-            "batch": batch,
+            "batch": 5,
             "lease_s": 60,
             "locked_by": "first",
             "run_id": None,
@@ -179,8 +185,9 @@ def test_a_job_enqueued_after_a_claim_began_and_committed_before_it_empties_the_
     assert standings_drift(conn) == []
 
 
+@pytest.mark.parametrize("level", ["group", "tenant"])
 def test_a_job_committed_before_a_head_it_never_saw_is_claimed_by_the_next_claim_but_one(
-    conn: Connection, dsn: str
+    conn: Connection, dsn: str, level: FairShare
 ) -> None:
     head = enqueue(conn, STAGE.name, {}, tenant_id="t", group_id="g")
     with (
@@ -193,15 +200,18 @@ def test_a_job_committed_before_a_head_it_never_saw_is_claimed_by_the_next_claim
             time.sleep(0.01)
             later = [enqueue(conn, STAGE.name, {}, tenant_id="t", group_id="g") for _ in range(3)]
             with claimer.transaction():
-                assert claim_in(claimer, batch=1) == [head]
+                taken = claim_batch(
+                    claimer, STAGE.name, batch=1, lease_s=60, locked_by="first", fair_share=level
+                )
+                assert [job.id for job in taken] == [head]
                 # The claim has set the head to the first of the later jobs, seeing no late one;
                 # the late enqueue reads the head the claim is replacing, older than its job,
                 # and writes nothing.
                 late = enqueue(adder, STAGE.name, {}, tenant_id="t", group_id="g")
         # The claims read a group's jobs from its head on: the next one takes the head, and
         # the head it sets again, reading the group from its start, is the late job.
-        taken = [claim_all_of(conn, "next", batch=1) for _ in range(2)]
-    assert sorted(job for jobs in taken for job in jobs) == sorted([late, later[0]])
+        next_two = [claim_all_of(conn, "next", batch=1, fair_share=level) for _ in range(2)]
+    assert sorted(job for jobs in next_two for job in jobs) == sorted([late, later[0]])
     assert standings_drift(conn) == []
 
 
