@@ -122,9 +122,10 @@ begin
             -- Each group's oldest due job that no one holds, from its head on; a paused group
             -- offers none. The jobs before the head are gone, and the index keeps their entries
             -- until a vacuum: read from the start, a group drained of 50,000 jobs since the last
-            -- vacuum costs 0.65 ms a read here instead of 0.05. A job before the head that an
-            -- enqueue committed after a claim set the head without seeing it is found by the
-            -- next claim's head, which reads the group from its start (recompute_heads).
+            -- vacuum costs 0.65 ms a read here instead of 0.05. A job before the head, which an
+            -- enqueue holding the standing committed after a claim set the head without seeing
+            -- it, is found by the next claim's head, which does not read from a head set so
+            -- (recompute_heads).
             select array_agg(f.group_key), array_agg(f.id), array_agg(f.tenant_id),
                    array_agg(f.created_at), array_agg(k.n), array_agg(k.plan)
               into found_keys, found_ids, found_tenants, found_times, found_served, found_plans

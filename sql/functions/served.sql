@@ -95,8 +95,13 @@ grant execute on function fairqueue.expire_served_when_stale() to fairqueue_app;
 
 -- A group's head: its oldest due pending job of the type, the job the group offers first. The
 -- one definition of it, for the triggers that keep the head and the claim that repairs it.
+-- Read from a job on when one is given (a head known to lie at or before the group's first due
+-- job, see recompute_heads): the group's jobs claimed since the last vacuum keep their entries
+-- in the index before it, and reading past them is most of a head's cost in a long drain.
 -- A set of at most one row, so that the planner inlines it where it is read.
-create or replace function fairqueue.group_head(p_type text, p_group_key text)
+create or replace function fairqueue.group_head(p_type text, p_group_key text,
+    p_from_created_at timestamp with time zone default '-infinity',
+    p_from_id uuid default '00000000-0000-0000-0000-000000000000')
 returns table (created_at timestamp with time zone, id uuid)
 language sql stable rows 1
 as $$
@@ -104,11 +109,14 @@ select j.created_at, j.id
   from fairqueue.jobs j
  where j.type = p_type and j.group_key = p_group_key and j.status = 'pending'
    and j.run_after <= now()
+   and (j.created_at, j.id) >= (p_from_created_at, p_from_id)
  order by j.type, j.group_key, j.created_at, j.id
  limit 1
 $$;
-alter function fairqueue.group_head(text, text) owner to fairqueue_owner;
-revoke all on function fairqueue.group_head(text, text) from public, fairqueue_app;
+alter function fairqueue.group_head(text, text, timestamp with time zone, uuid)
+    owner to fairqueue_owner;
+revoke all on function fairqueue.group_head(text, text, timestamp with time zone, uuid)
+    from public, fairqueue_app;
 
 -- When the group's next pending job that is not due yet comes due; null when there is none.
 create or replace function fairqueue.group_wake(p_type text, p_group_key text)
@@ -126,77 +134,96 @@ revoke all on function fairqueue.group_wake(text, text) from public, fairqueue_a
 -- Adds each (type, group key) row's count change, compares in its wake time and sets its head
 -- again from the jobs themselves, in one write per row: after a statement took due pending jobs
 -- away from the groups, or as part of setting a whole standing again. The caller holds the rows
--- locked, so this statement's fresh snapshot sees every change by a transaction that held them
--- before. The rows are found by primary key and written by their place, one statement for all
--- of them: a served table never analyzed must not be read whole.
+-- locked, so a fresh snapshot sees every change by a transaction that held them before. The
+-- rows are found by primary key and written by their place, one statement for all of them: a
+-- served table never analyzed must not be read whole.
 --
--- A group left without a head while another transaction holds its row key share (an enqueue
--- that saw a head and so wrote nothing) may be gaining a job this snapshot cannot see: the next
--- claim looks at it again (its wake time is now), once that transaction is over. Trying the row
--- for update finds such a holder without waiting for it; taken, the lock makes every later
--- enqueue into the group wait for this transaction and then read the group as headless
--- (served_apply), and the head is read again under it: an enqueue that committed after the
--- first read and before the lock is seen by that read and by no other.
+-- An enqueue whose job is later than the head it reads writes nothing and holds the row key
+-- share (served_apply), and a head read by a snapshot that cannot see that job yet may be set
+-- past it. So each row is first tried for update, which finds such a holder without waiting
+-- for it. Taken, the lock makes every later enqueue into the group wait for this transaction
+-- and then compare its job with the head written here, and the read that follows, in a
+-- statement of its own, sees every enqueue that held the row before: the head it sets lies at or
+-- before every due job of the group that is or will be committed, which head_is_floor records.
+-- The next head is then read from that one on, past none of the group's claimed jobs. A row
+-- another transaction holds is read from the group's start and its head is not a floor; one
+-- left without a head is looked at again by the next claim (its wake time is now), once that
+-- transaction is over. A head taken for update that is read empty may still miss a job whose
+-- enqueue began after this transaction (now() is when it began), and so is not due by its
+-- clock: the group wakes when that job is due.
 create or replace function fairqueue.recompute_heads(p_types text[], p_group_keys text[],
-    p_n_deltas bigint[], p_wake_ats timestamp with time zone[])
+    p_n_deltas bigint[], p_head_created_ats timestamp with time zone[], p_head_ids uuid[],
+    p_wake_ats timestamp with time zone[])
 returns void
 language plpgsql set search_path = pg_catalog, pg_temp set jit = off
 as $$
 declare
     places tid[];
     deltas bigint[];
+    head_ats timestamptz[];
+    head_ids uuid[];
     wakes timestamptz[];
+    sole tid[];
     headless tid[];
-    watched tid[];
+    headless_sole tid[];
 begin
     select array_agg(f.ctid order by k.place), array_agg(k.n_delta order by k.place),
+           array_agg(k.head_created_at order by k.place), array_agg(k.head_id order by k.place),
            array_agg(k.wake_at order by k.place)
-      into places, deltas, wakes
-      from unnest(p_types, p_group_keys, p_n_deltas, p_wake_ats) with ordinality
-           as k (type, group_key, n_delta, wake_at, place)
+      into places, deltas, head_ats, head_ids, wakes
+      from unnest(p_types, p_group_keys, p_n_deltas, p_head_created_ats, p_head_ids, p_wake_ats)
+           with ordinality as k (type, group_key, n_delta, head_created_at, head_id, wake_at, place)
       cross join lateral (
           select r.ctid
             from fairqueue.served r
            where r.type = k.type and r.group_key = k.group_key
            limit 1) f;
+    sole := array(select s.ctid
+                    from fairqueue.served s
+                   where s.ctid = any(places)
+                     for update skip locked);
     with headed as (
         update fairqueue.served s
            set n = s.n + k.n_delta,
                wake_at = least(s.wake_at, k.wake_at),
-               (head_created_at, head_id) = (select h.created_at, h.id
-                                               from fairqueue.group_head(s.type, s.group_key) h)
-          from unnest(places, deltas, wakes) as k (place, n_delta, wake_at)
+               -- Read from the floor, or from a job the statement brought that is earlier.
+               (head_created_at, head_id) = (
+                   select h.created_at, h.id
+                     from (select s.head_is_floor and s.head_id is not null
+                                  and s.ctid = any(sole) as known,
+                                  k.head_id is not null
+                                  and (k.head_created_at, k.head_id)
+                                      < (s.head_created_at, s.head_id) as brought) f
+                    cross join lateral fairqueue.group_head(s.type, s.group_key,
+                        case when not f.known then '-infinity'
+                             when f.brought then k.head_created_at
+                             else s.head_created_at end,
+                        case when not f.known then '00000000-0000-0000-0000-000000000000'
+                             when f.brought then k.head_id
+                             else s.head_id end) h),
+               head_is_floor = s.ctid = any(sole)
+          from unnest(places, deltas, head_ats, head_ids, wakes)
+               as k (place, n_delta, head_created_at, head_id, wake_at)
          where s.ctid = k.place
-        returning s.ctid, s.head_id
+        returning s.ctid, s.head_id, s.head_is_floor
     )
-    select array_agg(h.ctid) filter (where h.head_id is null) into headless from headed h;
-    if headless is null then
-        return;
+    select array_agg(h.ctid) filter (where h.head_id is null and not h.head_is_floor),
+           array_agg(h.ctid) filter (where h.head_id is null and h.head_is_floor)
+      into headless, headless_sole
+      from headed h;
+    if headless is not null then
+        update fairqueue.served s set wake_at = now() where s.ctid = any(headless);
     end if;
-    watched := array(select s.ctid
-                       from fairqueue.served s
-                      where s.ctid = any(headless)
-                        for update skip locked);
-    update fairqueue.served s
-       set wake_at = now()
-     where s.ctid = any(headless) and not s.ctid = any(watched);
-    -- An enqueue that saw the old head and committed between the head's read above and the
-    -- lock holds nothing any more, and its job was not seen: read once more, now that every
-    -- later enqueue waits for this lock, so the snapshot of this statement sees them all. A job
-    -- it sees may still not be due by this transaction's clock (now() is when the transaction
-    -- began, and the enqueue may have begun later): the group wakes when that job is due.
-    if cardinality(watched) > 0 then
+    if headless_sole is not null then
         update fairqueue.served s
-           set (head_created_at, head_id) = (select h.created_at, h.id
-                                               from fairqueue.group_head(s.type, s.group_key) h),
-               wake_at = least(s.wake_at, fairqueue.group_wake(s.type, s.group_key))
-         where s.ctid = any(watched);
+           set wake_at = least(s.wake_at, fairqueue.group_wake(s.type, s.group_key))
+         where s.ctid = any(headless_sole);
     end if;
 end $$;
-alter function fairqueue.recompute_heads(text[], text[], bigint[], timestamp with time zone[])
-    owner to fairqueue_owner;
+alter function fairqueue.recompute_heads(text[], text[], bigint[], timestamp with time zone[],
+    uuid[], timestamp with time zone[]) owner to fairqueue_owner;
 revoke all on function fairqueue.recompute_heads(text[], text[], bigint[],
-    timestamp with time zone[]) from public, fairqueue_app;
+    timestamp with time zone[], uuid[], timestamp with time zone[]) from public, fairqueue_app;
 
 -- Sets the whole standing of these rows from the jobs, the tenant and the group: wake time, plan
 -- and pause, then the head. For groups whose jobs came due, and for a standing the claim found
@@ -208,6 +235,7 @@ as $$
 begin
     update fairqueue.served s
        set wake_at = fairqueue.group_wake(s.type, s.group_key),
+           head_is_floor = false,
            paused = exists (select 1 from fairqueue.groups g
                              where g.key = s.group_key and g.status = 'paused'),
            plan = coalesce((select t.plan from fairqueue.tenants t
@@ -222,6 +250,8 @@ begin
                       limit 1) f));
     perform fairqueue.recompute_heads(p_types, p_group_keys,
         array_fill(0::bigint, array[cardinality(p_types)]),
+        array_fill(null::timestamptz, array[cardinality(p_types)]),
+        array_fill(null::uuid, array[cardinality(p_types)]),
         array_fill(null::timestamptz, array[cardinality(p_types)]));
 end $$;
 alter function fairqueue.recompute_standings(text[], text[]) owner to fairqueue_owner;

@@ -15,18 +15,17 @@
 -- lock, and concurrent enqueuers into one group share it. Every other row named is upserted and
 -- so locked (no key update) for the caller, in key order.
 --
--- The key share lock is taken first and the standing read after it, in a statement of its own:
--- a key share lock never waits for a writer that keeps the key, so a standing read under it may
--- be a version that a claim still in progress is replacing. A claim that empties a group takes
--- its row for update (recompute_heads); an enqueue that locks after that waits for the claim, and
--- the fresh read sees the group headless. One that locked before keeps the claim from taking the
--- row for update, and the claim then marks the group to be looked at again.
+-- The key share lock is taken first and the standing read after it, in a statement of its own.
+-- A claim that sets a group's head again takes its row for update when no enqueue holds it
+-- (recompute_heads): an enqueue that locks after that waits for the claim, and the fresh read
+-- sees the head the claim set. One that locked before keeps the claim from taking the row for
+-- update, and the head the claim sets is then not relied on as a floor by the next one.
 --
 -- A group whose due pending jobs the statement took away (departed) gets its head again from
 -- the jobs: its standing, locked with the other rows to write, is written once with its count,
--- wake time and head together (recompute_heads), in a statement whose fresh snapshot sees
--- whoever held the row before. One with no standing yet is upserted first, then given its head
--- the same way.
+-- wake time and head together (recompute_heads), read from the earlier of its floor and the
+-- statement's own earliest arrival, in a statement whose fresh snapshot sees whoever held the
+-- row before. One with no standing yet is upserted first, then given its head the same way.
 create or replace function fairqueue.served_apply(p_types text[], p_group_keys text[],
     p_tenant_ids text[], p_n_deltas bigint[], p_head_created_ats timestamp with time zone[],
     p_head_ids uuid[], p_wake_ats timestamp with time zone[], p_departed boolean[])
@@ -115,13 +114,18 @@ begin
     select array_agg(c.type order by c.place) as types,
            array_agg(c.group_key order by c.place) as keys,
            array_agg(case when c.standing then c.n_delta else 0 end order by c.place) as deltas,
+           array_agg(c.head_created_at order by c.place) as head_ats,
+           array_agg(c.head_id order by c.place) as head_ids,
            array_agg(case when c.standing then c.wake_at end order by c.place) as wakes
       into gone
-      from unnest(p_types, p_group_keys, p_n_deltas, p_wake_ats, p_departed, standing)
-           with ordinality as c (type, group_key, n_delta, wake_at, departed, standing, place)
+      from unnest(p_types, p_group_keys, p_n_deltas, p_head_created_ats, p_head_ids, p_wake_ats,
+                  p_departed, standing)
+           with ordinality as c (type, group_key, n_delta, head_created_at, head_id, wake_at,
+                                 departed, standing, place)
      where c.departed;
     if gone.types is not null then
-        perform fairqueue.recompute_heads(gone.types, gone.keys, gone.deltas, gone.wakes);
+        perform fairqueue.recompute_heads(gone.types, gone.keys, gone.deltas, gone.head_ats,
+                                          gone.head_ids, gone.wakes);
     end if;
 end $$;
 alter function fairqueue.served_apply(text[], text[], text[], bigint[],

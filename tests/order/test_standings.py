@@ -69,6 +69,22 @@ def claim_in(conn: Connection) -> list[UUID]:
     return [row["id"] for row in rows]
 
 
+def enqueue_that_waits(conn: Connection, adder: Connection) -> tuple[threading.Thread, list[Any]]:
+    """Starts an enqueue into group g on `adder` in a thread and returns once it waits on a lock:
+    the thread, and the list its job id goes into when the enqueue is done."""
+    pid = adder.execute("select pg_backend_pid() as pid").fetchone()
+    assert pid is not None
+    added: list[Any] = []
+
+    def add() -> None:
+        added.append(enqueue(adder, STAGE.name, {}, tenant_id="t", group_id="g"))
+
+    thread = threading.Thread(target=add)
+    thread.start()
+    wait_until_waiting_on_a_lock(conn, pid["pid"])
+    return thread, added
+
+
 def test_enqueuers_and_claimers_overlapping_on_few_groups_lose_no_job(
     conn: Connection, dsn: str
 ) -> None:
@@ -142,22 +158,13 @@ def test_a_job_added_while_a_claim_that_emptied_its_group_is_open_is_claimed_aft
     conn: Connection, dsn: str
 ) -> None:
     head = enqueue(conn, STAGE.name, {}, tenant_id="t", group_id="g")
-    added: list[UUID | None] = []
     with connect(dsn, autocommit=True) as claimer, connect(dsn, autocommit=True) as adder:
         with claimer.transaction():
             # The claim takes the group's only job and leaves its standing headless.
             assert claim_in(claimer) == [head]
             # The enqueue reads the standing as it was before the claim: it must wait for the
             # claim, then read it again, and put its job at the head.
-            pid = adder.execute("select pg_backend_pid() as pid").fetchone()
-            assert pid is not None
-
-            def add() -> None:
-                added.append(enqueue(adder, STAGE.name, {}, tenant_id="t", group_id="g"))
-
-            thread = threading.Thread(target=add)
-            thread.start()
-            wait_until_waiting_on_a_lock(conn, pid["pid"])
+            thread, added = enqueue_that_waits(conn, adder)
         thread.join(timeout=10)
     assert added and added[0] is not None
     assert claim_all(conn, "second") == [added[0]]
@@ -186,8 +193,9 @@ def test_a_job_enqueued_after_a_claim_began_and_committed_before_it_empties_the_
 
 
 @pytest.mark.parametrize("level", ["group", "tenant"])
-def test_a_job_committed_before_a_head_it_never_saw_is_claimed_by_the_next_claim_but_one(
-    conn: Connection, dsn: str, level: FairShare
+@pytest.mark.parametrize("late_enqueue", ["while the claim is open", "before the claim"])
+def test_a_job_enqueued_behind_a_head_a_claim_is_setting_is_claimed_in_order_or_next_but_one(
+    conn: Connection, dsn: str, level: FairShare, late_enqueue: str
 ) -> None:
     head = enqueue(conn, STAGE.name, {}, tenant_id="t", group_id="g")
     with (
@@ -199,19 +207,33 @@ def test_a_job_committed_before_a_head_it_never_saw_is_claimed_by_the_next_claim
             adder.execute("select now()")
             time.sleep(0.01)
             later = [enqueue(conn, STAGE.name, {}, tenant_id="t", group_id="g") for _ in range(3)]
+            if late_enqueue == "before the claim":
+                # The late enqueue reads the head, older than its job, writes nothing and holds
+                # the standing key share until it commits.
+                late = [enqueue(adder, STAGE.name, {}, tenant_id="t", group_id="g")]
             with claimer.transaction():
                 taken = claim_batch(
                     claimer, STAGE.name, batch=1, lease_s=60, locked_by="first", fair_share=level
                 )
                 assert [job.id for job in taken] == [head]
-                # The claim has set the head to the first of the later jobs, seeing no late one;
-                # the late enqueue reads the head the claim is replacing, older than its job,
-                # and writes nothing.
-                late = enqueue(adder, STAGE.name, {}, tenant_id="t", group_id="g")
-        # The claims read a group's jobs from its head on: the next one takes the head, and
-        # the head it sets again, reading the group from its start, is the late job.
+                if late_enqueue == "while the claim is open":
+                    # The claim has set the head to the first of the later jobs and holds the
+                    # standing until it commits: the late enqueue waits for it, then finds its
+                    # job older than that head.
+                    thread, late = enqueue_that_waits(conn, adder)
+            if late_enqueue == "while the claim is open":
+                thread.join(timeout=10)
+        assert late and late[0] is not None
         next_two = [claim_all_of(conn, "next", batch=1, fair_share=level) for _ in range(2)]
-    assert sorted(job for jobs in next_two for job in jobs) == sorted([late, later[0]])
+    if late_enqueue == "while the claim is open":
+        # The late job is the head: the next claim takes it, then the first later one.
+        assert next_two == [[late[0]], [later[0]]]
+    else:
+        # The claim could not take the standing for update past the enqueue's key share, so the
+        # head it set without seeing the late job is no floor. The next claim reads the jobs from
+        # that head on and takes the first later one; the head it leaves is read from the
+        # group's start, and is the late job.
+        assert next_two == [[later[0]], [late[0]]]
     assert standings_drift(conn) == []
 
 
