@@ -12,7 +12,9 @@ import tempfile
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import date
 from pathlib import Path
+from typing import cast
 
 import psycopg
 import pytest
@@ -69,27 +71,61 @@ def one_process_at_a_time(server_dsn: str) -> Iterator[None]:
         yield
 
 
+def utc_day(server_dsn: str) -> date:
+    with psycopg.connect(server_dsn, autocommit=True) as admin:
+        row = admin.execute("select (now() at time zone 'UTC')::date").fetchone()
+    assert row is not None
+    return cast(date, row[0])
+
+
+class Template:
+    """The migrated database each test's database is cloned from. The migration makes the
+    finished jobs' days around its own UTC day, so a suite that runs past midnight migrates a
+    new template: every test starts from what a migration made that day."""
+
+    def __init__(self, server_dsn: str) -> None:
+        self.server_dsn = server_dsn
+        self.name = f"fq_template_{os.getpid()}"
+        self.day: date | None = None
+
+    def current(self) -> str:
+        today = utc_day(self.server_dsn)
+        if self.day != today:
+            self.drop()
+            with psycopg.connect(self.server_dsn, autocommit=True) as admin:
+                admin.execute(sql.SQL("create database {}").format(sql.Identifier(self.name)))
+            with (
+                one_process_at_a_time(self.server_dsn),
+                connect(dsn_for(self.server_dsn, self.name)) as conn,
+            ):
+                migrate(conn)
+            self.day = today
+        return self.name
+
+    def drop(self) -> None:
+        with psycopg.connect(self.server_dsn, autocommit=True) as admin:
+            admin.execute(
+                sql.SQL("drop database if exists {} (force)").format(sql.Identifier(self.name))
+            )
+
+
 @pytest.fixture(scope="session")
-def template_db(server_dsn: str) -> Iterator[str]:
-    name = f"fq_template_{os.getpid()}"
-    with psycopg.connect(server_dsn, autocommit=True) as admin:
-        admin.execute(sql.SQL("drop database if exists {}").format(sql.Identifier(name)))
-        admin.execute(sql.SQL("create database {}").format(sql.Identifier(name)))
-    with one_process_at_a_time(server_dsn), connect(dsn_for(server_dsn, name)) as conn:
-        migrate(conn)
-    yield name
-    with psycopg.connect(server_dsn, autocommit=True) as admin:
-        admin.execute(sql.SQL("drop database if exists {} (force)").format(sql.Identifier(name)))
+def template_db(server_dsn: str) -> Iterator[Template]:
+    template = Template(server_dsn)
+    template.current()
+    yield template
+    template.drop()
 
 
 @pytest.fixture
-def admin_dsn(server_dsn: str, template_db: str) -> Iterator[str]:
+def admin_dsn(server_dsn: str, template_db: Template) -> Iterator[str]:
     """A fresh, migrated database for this test, as the server's superuser."""
     name = f"fq_test_{uuid.uuid4().hex[:12]}"
+    template = template_db.current()
     with psycopg.connect(server_dsn, autocommit=True) as admin:
         admin.execute(
             sql.SQL("create database {} template {}").format(
-                sql.Identifier(name), sql.Identifier(template_db)
+                sql.Identifier(name), sql.Identifier(template)
             )
         )
     yield dsn_for(server_dsn, name)
