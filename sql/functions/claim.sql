@@ -184,15 +184,205 @@ alter function fairqueue.claim_firsts(text, integer, text[], integer[], integer,
 revoke all on function fairqueue.claim_firsts(text, integer, text[], integer[], integer, boolean)
     from public, fairqueue_app;
 
+-- The picks of a claim: the best p_batch of the jobs the first groups offer, locked in the
+-- order's order (claim_unchecked below). Each of those groups offers its first job, which
+-- claim_firsts locked, and more of its oldest due jobs after it; jobs whose lease expired before
+-- their last attempt join them. The ids come in the order's order, with whether they are surely
+-- the batch: no group that was allowed fewer jobs than it could take has its next job standing
+-- before the batch's last pick.
+--
+-- How many a group could take at all: its job d+1 stands at served + d, behind every group of a
+-- higher priority and every group of its own whose served count is lower, and behind its own
+-- first d jobs. That bound counts only the first jobs of the others, so a group a few others
+-- share the batch with is allowed nearly all of it: ten groups of the top plan ahead of ninety
+-- others offered 2,700 jobs for a batch of 100. So when p_tight is set, the groups of the top
+-- priority offer only as deep as they would reach if each had jobs enough (the level at which,
+-- one job a level from each group's served count on, they fill the batch), one more for a pick
+-- another claimer holds, and the groups below them their first job; the caller asks again
+-- without p_tight when that is not surely the batch.
+--
+-- A group also offers at least a share of twice the batch when fewer groups than the batch
+-- offer a first job, so that a claimer that overlaps another in the same groups finds spares.
+create or replace function fairqueue.claim_picks(
+    p_type text,
+    p_batch integer,
+    p_plan_names text[],
+    p_plan_priorities integer[],
+    p_default_priority integer,
+    p_first_ids uuid[],
+    p_first_times timestamptz[],
+    p_first_keys text[],
+    p_first_served bigint[],
+    p_first_plans text[],
+    p_tight boolean
+) returns table (ids uuid[], verified boolean)
+language plpgsql set search_path = pg_catalog, pg_temp set jit = off
+    set plan_cache_mode = force_generic_plan
+as $$
+begin
+    return query
+    with firsts as (
+        select f.id, f.created_at, f.group_key, f.served,
+               coalesce(p_plan_priorities[array_position(p_plan_names, f.plan)],
+                        p_default_priority) as priority
+          from unnest(p_first_ids, p_first_times, p_first_keys, p_first_served, p_first_plans)
+               as f (id, created_at, group_key, served, plan)
+    ),
+    -- The (priority, served) places of the first jobs, with how many stand at or before each.
+    levels as (
+        select l.priority, l.served,
+               (sum(l.heads) over (order by l.priority desc, l.served))::bigint as heads_up_to,
+               lead(l.served) over (partition by l.priority order by l.served) as next_served
+          from (select f.priority, f.served, count(*) as heads
+                  from firsts f
+                 group by 1, 2) l
+    ),
+    reach as (
+        select f.id, f.created_at, f.group_key, f.priority, f.served,
+               1 + coalesce(max(least(coalesce(l.next_served - f.served, p_batch),
+                                      p_batch - l.heads_up_to))
+                              filter (where p_batch - l.heads_up_to >= l.served - f.served + 1),
+                            0) as picks
+          from firsts f
+          join levels l on l.priority = f.priority and l.served >= f.served
+         group by f.id, f.created_at, f.group_key, f.priority, f.served
+    ),
+    share as (
+        select case when count(*) >= p_batch then 1
+                    else greatest(1, 2 * p_batch / greatest(count(*), 1)) end as per_group,
+               max(r.priority) as top
+          from reach r
+    ),
+    -- The level the top priority's groups fill the batch at: the least x with
+    -- sum(x - served + 1) >= p_batch over its groups whose served count is at most x, found
+    -- between each served count and the next.
+    water as (
+        select min(w.level) as level
+          from (select greatest(c.served,
+                                ceil((p_batch + c.served_up_to)::numeric / c.groups_up_to)::bigint
+                                    - 1) as level,
+                       c.next_served
+                  from (select s.served,
+                               sum(s.groups) over (order by s.served) as groups_up_to,
+                               sum(s.groups * s.served) over (order by s.served) as served_up_to,
+                               lead(s.served) over (order by s.served) as next_served
+                          from (select r.served, count(*) as groups
+                                  from reach r, share
+                                 where r.priority = share.top
+                                 group by 1) s) c) w
+         where w.next_served is null or w.level < w.next_served
+    ),
+    allowed as (
+        select r.id, r.created_at, r.group_key, r.priority, r.served,
+               greatest(r.picks, share.per_group) as most,
+               greatest(case when not p_tight then r.picks
+                             when r.priority = share.top
+                                 then least(r.picks, greatest(water.level - r.served + 2, 1))
+                             else 1 end,
+                        share.per_group) as take
+          from reach r, share, water
+    ),
+    offered as (
+        select a.id, a.group_key, a.priority, a.served + 1 as served, a.created_at, true as mine
+          from allowed a
+        union all
+        select c.id, a.group_key, a.priority,
+               a.served + 1 + row_number() over (partition by a.group_key
+                                                 order by c.created_at, c.id),
+               c.created_at, false
+          from allowed a
+          cross join lateral (
+              select j.id, j.created_at
+                from fairqueue.jobs j
+               where a.take > 1
+                 and j.type = p_type and j.status = 'pending'
+                 and j.group_key = a.group_key and j.run_after <= now()
+                 and (j.created_at, j.id) > (a.created_at, a.id)
+               order by j.type, j.group_key, j.created_at, j.id
+               limit a.take - 1) c
+        union all
+        -- Jobs whose claimer died before their last attempt: found by the lease index, few, and
+        -- all offered.
+        select j.id, null,
+               coalesce(p_plan_priorities[array_position(p_plan_names, t.plan)],
+                        p_default_priority),
+               coalesce(s.n, 0) + row_number() over (partition by j.group_key
+                                                     order by j.created_at, j.id),
+               j.created_at, false
+          from fairqueue.jobs j
+          left join fairqueue.groups g on g.key = j.group_key
+          left join fairqueue.tenants t on t.id = j.tenant_id
+          left join fairqueue.served s on s.type = p_type and s.group_key = j.group_key
+         where j.type = p_type and j.status = 'running' and j.lease_until < now()
+           and j.run_after <= now() and j.attempts < j.max_attempts
+           and (g.status is null or g.status = 'active')
+    ),
+    -- Locked in the order's order, passing over what another claimer holds, until the batch is
+    -- full: nothing is locked that this claim does not take, beyond the first jobs, which are
+    -- locked already.
+    picked as (
+        select o.id, o.priority, o.served, o.created_at
+          from (select o.* from offered o
+                 order by o.priority desc, o.served, o.created_at, o.id) o
+          left join lateral (
+              select j.id
+                from fairqueue.jobs j
+               where not o.mine
+                 and j.id = o.id and j.type = p_type and j.run_after <= now()
+                 and (j.status = 'pending'
+                      or (j.status = 'running' and j.lease_until < now()
+                          and j.attempts < j.max_attempts))
+                 for update of j skip locked) l on true
+         where o.mine or l.id is not null
+         limit p_batch
+    ),
+    last_pick as (
+        select p.priority, p.served, p.created_at, p.id, count(*) over () as picks
+          from picked p
+         order by p.priority, p.served desc, p.created_at desc, p.id desc
+         limit 1
+    ),
+    -- The groups allowed fewer jobs than they could take that offered all they were allowed,
+    -- with where their next job would stand.
+    cut_short as (
+        select a.priority, a.served + 1 + a.take as next_served, o.last_created_at, o.last_id
+          from allowed a
+          join (select o.group_key, count(*) as offered,
+                       (array_agg(o.created_at order by o.served desc))[1] as last_created_at,
+                       (array_agg(o.id order by o.served desc))[1] as last_id
+                  from offered o
+                 where o.group_key is not null
+                 group by 1) o on o.group_key = a.group_key
+         where a.take < a.most and o.offered = a.take
+    )
+    select array(select p.id from picked p
+                  order by p.priority desc, p.served, p.created_at, p.id),
+           not exists (
+               select 1
+                 from cut_short c
+                 left join last_pick l on true
+                where l.picks is distinct from p_batch::bigint
+                   or not (c.priority < l.priority
+                           or (c.priority = l.priority
+                               and (c.next_served > l.served
+                                    or (c.next_served = l.served
+                                        and (c.last_created_at, c.last_id)
+                                            >= (l.created_at, l.id))))));
+end $$;
+
+alter function fairqueue.claim_picks(text, integer, text[], integer[], integer, uuid[],
+    timestamptz[], text[], bigint[], text[], boolean) owner to fairqueue_owner;
+revoke all on function fairqueue.claim_picks(text, integer, text[], integer[], integer, uuid[],
+    timestamptz[], text[], bigint[], text[], boolean) from public, fairqueue_app;
+
 -- The fair claim, the one definition of the order: plan priority, then the group served least
 -- of this type in the last day (each job picked from a group in this batch counts as served, so
 -- a batch interleaves groups), then the oldest job. A batch of N is exactly the first N picks of
 -- that order made one at a time, less the groups and jobs another claimer holds.
 --
 -- The first p_batch groups that offer a job (claim_firsts) hold all the batch's picks: their
--- p_batch first jobs pick before any job of a group ranked below them. Each then offers as many
--- more of its oldest due jobs as it could take of the batch; jobs whose lease expired before
--- their last attempt join them. The picks are the best p_batch of those.
+-- p_batch first jobs pick before any job of a group ranked below them. The picks are the best
+-- p_batch of the jobs those groups offer (claim_picks).
 create or replace function fairqueue.claim_unchecked(
     p_type text,
     p_batch integer,
@@ -210,6 +400,9 @@ as $$
 declare
     woken text[];
     first_jobs record;
+    tight boolean;
+    verified boolean;
+    picked_ids uuid[];
     claimed_ids uuid[];
     claimed_tenants text[];
 begin
@@ -245,102 +438,29 @@ begin
                                       p_default_priority, false) f;
     end;
 
-    -- The first jobs are this claim's already (claim_firsts locked them), and come with what
-    -- ranks them.
-    with firsts as (
-        select f.id, f.tenant_id, f.created_at, f.group_key, f.served,
-               coalesce(p_plan_priorities[array_position(p_plan_names, f.plan)],
-                        p_default_priority) as priority
-          from unnest(first_jobs.first_ids, first_jobs.first_tenants, first_jobs.first_times,
-                      first_jobs.first_keys, first_jobs.first_served, first_jobs.first_plans)
-               as f (id, tenant_id, created_at, group_key, served, plan)
-    ),
-    -- How many picks each group can take: its job d+1 stands at served + d, behind every group
-    -- of a higher priority and every group of its own whose served count is lower, and behind
-    -- its own first d jobs. The levels are the (priority, served) places of the first jobs,
-    -- with how many stand at or before each.
-    levels as (
-        select l.priority, l.served,
-               (sum(l.heads) over (order by l.priority desc, l.served))::bigint as heads_up_to,
-               lead(l.served) over (partition by l.priority order by l.served) as next_served
-          from (select f.priority, f.served, count(*) as heads
-                  from firsts f
-                 group by 1, 2) l
-    ),
-    reach as (
-        select f.id, f.tenant_id, f.created_at, f.group_key, f.priority, f.served,
-               1 + coalesce(max(least(coalesce(l.next_served - f.served, p_batch),
-                                      p_batch - l.heads_up_to))
-                              filter (where p_batch - l.heads_up_to >= l.served - f.served + 1),
-                            0) as picks
-          from firsts f
-          join levels l on l.priority = f.priority and l.served >= f.served
-         group by f.id, f.tenant_id, f.created_at, f.group_key, f.priority, f.served
-    ),
-    -- Each group's first job, then as many more of its oldest due jobs as it could take, and,
-    -- when fewer groups than the batch offer a first job, at least a share of twice the batch,
-    -- so a claimer that overlaps another in the same groups finds spares. The first jobs are
-    -- this claim's already (claim_firsts locked them), so a batch's worth of them needs none.
-    share as (
-        select case when count(*) >= p_batch then 1
-                    else greatest(1, 2 * p_batch / greatest(count(*), 1)) end as per_group
-          from reach
-    ),
-    offered as (
-        select r.id, r.tenant_id, r.created_at, r.priority, r.served + 1 as served, true as mine
-          from reach r
-        union all
-        select c.id, c.tenant_id, c.created_at, r.priority,
-               r.served + 1 + row_number() over (partition by r.group_key
-                                                 order by c.created_at, c.id),
-               false
-          from reach r
-          cross join share
-          cross join lateral (
-              select j.id, j.tenant_id, j.created_at
-                from fairqueue.jobs j
-               where greatest(r.picks, share.per_group) > 1
-                 and j.type = p_type and j.status = 'pending'
-                 and j.group_key = r.group_key and j.run_after <= now()
-                 and (j.created_at, j.id) > (r.created_at, r.id)
-               order by j.type, j.group_key, j.created_at, j.id
-               limit greatest(r.picks, share.per_group) - 1) c
-        union all
-        -- Jobs whose claimer died before their last attempt: found by the lease index, few.
-        select j.id, j.tenant_id, j.created_at,
-               coalesce(p_plan_priorities[array_position(p_plan_names, t.plan)],
-                        p_default_priority),
-               coalesce(s.n, 0) + row_number() over (partition by j.group_key
-                                                     order by j.created_at, j.id),
-               false
-          from fairqueue.jobs j
-          left join fairqueue.groups g on g.key = j.group_key
-          left join fairqueue.tenants t on t.id = j.tenant_id
-          left join fairqueue.served s on s.type = p_type and s.group_key = j.group_key
-         where j.type = p_type and j.status = 'running' and j.lease_until < now()
-           and j.run_after <= now() and j.attempts < j.max_attempts
-           and (g.status is null or g.status = 'active')
-    ),
-    -- Locked in the order's order, passing over what another claimer holds, until the batch is
-    -- full: nothing is locked that this claim does not take, beyond the first jobs above, which
-    -- are locked already.
-    picked as (
-        select o.id
-          from (select o.* from offered o
-                 order by o.priority desc, o.served, o.created_at, o.id) o
-          left join lateral (
-              select j.id
-                from fairqueue.jobs j
-               where not o.mine
-                 and j.id = o.id and j.type = p_type and j.run_after <= now()
-                 and (j.status = 'pending'
-                      or (j.status = 'running' and j.lease_until < now()
-                          and j.attempts < j.max_attempts))
-                 for update of j skip locked) l on true
-         where o.mine or l.id is not null
-         limit p_batch
-    ),
-    claimed as (
+    -- The picks, offered first as deep as the top priority's groups reach if each has jobs
+    -- enough (tight): most claims. When that proves too shallow (a group offered all it was
+    -- allowed and its next job would stand in the batch), the locks are undone with the
+    -- subtransaction and each group offers as many as it could take at all.
+    tight := true;
+    loop
+        begin
+            select p.ids, p.verified into picked_ids, verified
+              from fairqueue.claim_picks(p_type, p_batch, p_plan_names, p_plan_priorities,
+                                         p_default_priority, first_jobs.first_ids,
+                                         first_jobs.first_times, first_jobs.first_keys,
+                                         first_jobs.first_served, first_jobs.first_plans,
+                                         tight) p;
+            if tight and not verified then
+                raise exception using errcode = 'FQ002';
+            end if;
+            exit;
+        exception when sqlstate 'FQ002' then
+            tight := false;
+        end;
+    end loop;
+
+    with claimed as (
         update fairqueue.jobs j
            set status = 'running',
                attempts = j.attempts + 1,
@@ -348,7 +468,7 @@ begin
                lease_until = now() + p_lease_s * interval '1 second',
                locked_by = p_locked_by,
                run_id = p_run_id
-         where j.id = any(array(select p.id from picked p))
+         where j.id = any(picked_ids)
         returning j.id, j.tenant_id
     )
     select array_agg(c.id), array_agg(c.tenant_id) into claimed_ids, claimed_tenants

@@ -225,3 +225,29 @@ def test_paid_work_with_a_backlog_fills_the_batch_before_free_groups(conn) -> No
     paid = [enqueue(conn, "work", {}, tenant_id="paid", group_id=g) for g in ["a", "b"] * 6]
     assert set(claim(conn, 5)) <= set(paid)
     assert len(set(claim(conn, 7)) & set(paid)) == 7
+
+
+def test_a_batch_past_a_few_top_plan_jobs_goes_deep_into_the_least_served_groups(conn) -> None:
+    # Three team groups with two jobs each, then free groups: three never served with ten jobs
+    # each, twenty served five times today with three each. A batch of 20 is the six team jobs,
+    # then the fresh free groups' jobs up to their fifth (each of their jobs stands before any
+    # job of the groups served five times), the fifth ones oldest first.
+    set_plan(conn, "rich", "team")
+    set_plan(conn, "poor", "free")
+    team = [enqueue(conn, "work", {}, tenant_id="rich", group_id=g) for g in ["t1", "t2", "t3"] * 2]
+    served_groups = [f"s{n:02d}" for n in range(20)]
+    for group in served_groups * 5:
+        done = enqueue(conn, "work", {}, tenant_id="poor", group_id=group)
+        conn.execute(
+            "update fairqueue.jobs set status = 'done', finished_at = now() - interval '1 hour'"
+            " where id = %s",
+            (done,),
+        )
+    fresh: dict[str, list[UUID]] = {g: [] for g in ["f1", "f2", "f3"]}
+    for _ in range(10):
+        for group, jobs in fresh.items():
+            jobs.append(enqueue(conn, "work", {}, tenant_id="poor", group_id=group))
+    for group in served_groups * 3:
+        enqueue(conn, "work", {}, tenant_id="poor", group_id=group)
+    first_four = [j for jobs in fresh.values() for j in jobs[:4]]
+    assert set(claim(conn, 20)) == {*team, *first_four, fresh["f1"][4], fresh["f2"][4]}
