@@ -398,7 +398,6 @@ language plpgsql set search_path = pg_catalog, pg_temp set jit = off
 as $$
 #variable_conflict use_column
 declare
-    woken text[];
     first_jobs record;
     tight boolean;
     verified boolean;
@@ -409,18 +408,7 @@ begin
     -- A type claimed by group keeps no tenant standings (sql/functions/tenant_standings.sql).
     perform fairqueue.tenant_level_unlisted(p_type);
 
-    -- Groups whose not-yet-due jobs have come due stand again, from their jobs.
-    select array_agg(w.group_key) into woken
-      from (select s.group_key
-              from fairqueue.served s
-             where s.type = p_type and s.wake_at <= now()
-             order by s.wake_at
-             limit 1000
-               for update skip locked) w;
-    if woken is not null then
-        perform fairqueue.recompute_standings(array_fill(p_type, array[cardinality(woken)]),
-                                              woken);
-    end if;
+    perform fairqueue.stand_woken_groups(p_type);
 
     -- A first pass that finds nothing may still hold standings whose jobs others hold: undone
     -- (the block is a subtransaction), so that the second pass, which waits for standings when

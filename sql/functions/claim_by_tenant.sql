@@ -32,7 +32,6 @@ language plpgsql set search_path = pg_catalog, pg_temp set jit = off
 as $$
 #variable_conflict use_column
 declare
-    woken text[];
     stale text[];
     looked_again boolean := false;
     claimed_ids uuid[];
@@ -41,18 +40,7 @@ begin
     perform fairqueue.lock_tenant_claims(array[p_type]);
     perform fairqueue.tenant_level_listed(p_type);
 
-    -- Groups whose not-yet-due jobs have come due stand again, from their jobs.
-    select array_agg(w.group_key) into woken
-      from (select s.group_key
-              from fairqueue.served s
-             where s.type = p_type and s.wake_at <= now()
-             order by s.wake_at
-             limit 1000
-               for update skip locked) w;
-    if woken is not null then
-        perform fairqueue.recompute_standings(array_fill(p_type, array[cardinality(woken)]),
-                                              woken);
-    end if;
+    perform fairqueue.stand_woken_groups(p_type);
 
     loop
         perform fairqueue.tenant_standings_fold(p_type);

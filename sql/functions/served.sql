@@ -256,3 +256,27 @@ begin
 end $$;
 alter function fairqueue.recompute_standings(text[], text[]) owner to fairqueue_owner;
 revoke all on function fairqueue.recompute_standings(text[], text[]) from public, fairqueue_app;
+
+-- Sets again the standings of the type's groups whose not-yet-due jobs have come due, from their
+-- jobs: the first thing a claim does, at either level. At most 1,000 a claim, passing over those
+-- another claim is setting.
+create or replace function fairqueue.stand_woken_groups(p_type text) returns void
+language plpgsql set search_path = pg_catalog, pg_temp set jit = off
+as $$
+declare
+    woken text[];
+begin
+    select array_agg(w.group_key) into woken
+      from (select s.group_key
+              from fairqueue.served s
+             where s.type = p_type and s.wake_at <= now()
+             order by s.wake_at
+             limit 1000
+               for update skip locked) w;
+    if woken is not null then
+        perform fairqueue.recompute_standings(array_fill(p_type, array[cardinality(woken)]),
+                                              woken);
+    end if;
+end $$;
+alter function fairqueue.stand_woken_groups(text) owner to fairqueue_owner;
+revoke all on function fairqueue.stand_woken_groups(text) from public, fairqueue_app;
