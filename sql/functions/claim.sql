@@ -6,9 +6,9 @@
 -- passed over and the claim reads further down the index. Without it (when every group with
 -- work is held) it takes the jobs nobody holds in held groups, and waits for their standings
 -- when it writes them: it holds no standing itself, so that wait cannot close a circle.
--- Each first job comes with what the claim ranks it by (its tenant, its time, its group's
--- served count and plan), read where it was found, so the claim looks up neither again: one
--- row of arrays, in the order the jobs were taken.
+-- Each first job comes with what the claim ranks it by (its time, its group's served count and
+-- plan), read where it was found, so the claim looks up neither again: one row of arrays, in
+-- the order the jobs were taken.
 create or replace function fairqueue.claim_firsts(
     p_type text,
     p_batch integer,
@@ -16,8 +16,8 @@ create or replace function fairqueue.claim_firsts(
     p_plan_priorities integer[],
     p_default_priority integer,
     p_hold_groups boolean
-) returns table (first_keys text[], first_ids uuid[], first_tenants text[],
-    first_times timestamptz[], first_served bigint[], first_plans text[])
+) returns table (first_keys text[], first_ids uuid[], first_times timestamptz[],
+    first_served bigint[], first_plans text[])
 language plpgsql set search_path = pg_catalog, pg_temp set jit = off
 as $$
 #variable_conflict use_column
@@ -35,13 +35,11 @@ declare
     need integer;
     taken_keys text[] := '{}';
     taken_ids uuid[] := '{}';
-    taken_tenants text[] := '{}';
     taken_times timestamptz[] := '{}';
     taken_served bigint[] := '{}';
     taken_plans text[] := '{}';
     found_keys text[];
     found_ids uuid[];
-    found_tenants text[];
     found_times timestamptz[];
     found_served bigint[];
     found_plans text[];
@@ -126,13 +124,13 @@ begin
             -- enqueue holding the standing committed after a claim set the head without seeing
             -- it, is found by the next claim's head, which does not read from a head set so
             -- (recompute_heads).
-            select array_agg(f.group_key), array_agg(f.id), array_agg(f.tenant_id),
-                   array_agg(f.created_at), array_agg(k.n), array_agg(k.plan)
-              into found_keys, found_ids, found_tenants, found_times, found_served, found_plans
+            select array_agg(f.group_key), array_agg(f.id), array_agg(f.created_at),
+                   array_agg(k.n), array_agg(k.plan)
+              into found_keys, found_ids, found_times, found_served, found_plans
               from unnest(held, held_served, held_plans, held_times, held_heads)
                    as k (group_key, n, plan, head_created_at, head_id)
               cross join lateral (
-                  select j.group_key, j.id, j.tenant_id, j.created_at
+                  select j.group_key, j.id, j.created_at
                     from fairqueue.jobs j
                    where j.type = p_type and j.status = 'pending'
                      and j.group_key = k.group_key and j.run_after <= now()
@@ -146,7 +144,6 @@ begin
                      for update of j skip locked) f;
             taken_keys := taken_keys || coalesce(found_keys, '{}');
             taken_ids := taken_ids || coalesce(found_ids, '{}');
-            taken_tenants := taken_tenants || coalesce(found_tenants, '{}');
             taken_times := taken_times || coalesce(found_times, '{}');
             taken_served := taken_served || coalesce(found_served, '{}');
             taken_plans := taken_plans || coalesce(found_plans, '{}');
@@ -175,8 +172,7 @@ begin
         end loop;
         exit when cardinality(taken_keys) >= p_batch;
     end loop;
-    return query select taken_keys, taken_ids, taken_tenants, taken_times, taken_served,
-                        taken_plans;
+    return query select taken_keys, taken_ids, taken_times, taken_served, taken_plans;
 end $$;
 
 alter function fairqueue.claim_firsts(text, integer, text[], integer[], integer, boolean)
