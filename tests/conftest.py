@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import date
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 import psycopg
 import pytest
@@ -71,9 +71,8 @@ def one_process_at_a_time(server_dsn: str) -> Iterator[None]:
         yield
 
 
-def utc_day(server_dsn: str) -> date:
-    with psycopg.connect(server_dsn, autocommit=True) as admin:
-        row = admin.execute("select (now() at time zone 'UTC')::date").fetchone()
+def utc_day(admin: psycopg.Connection[Any]) -> date:
+    row = admin.execute("select (now() at time zone 'UTC')::date").fetchone()
     assert row is not None
     return cast(date, row[0])
 
@@ -88,12 +87,15 @@ class Template:
         self.name = f"fq_template_{os.getpid()}"
         self.day: date | None = None
 
-    def current(self) -> str:
-        today = utc_day(self.server_dsn)
+    def current(self, admin: psycopg.Connection[Any]) -> str:
+        """The template's name, migrated again first when the server's UTC day has changed;
+        `admin` is an autocommit connection to the server as its superuser."""
+        today = utc_day(admin)
         if self.day != today:
-            self.drop()
-            with psycopg.connect(self.server_dsn, autocommit=True) as admin:
-                admin.execute(sql.SQL("create database {}").format(sql.Identifier(self.name)))
+            admin.execute(
+                sql.SQL("drop database if exists {} (force)").format(sql.Identifier(self.name))
+            )
+            admin.execute(sql.SQL("create database {}").format(sql.Identifier(self.name)))
             with (
                 one_process_at_a_time(self.server_dsn),
                 connect(dsn_for(self.server_dsn, self.name)) as conn,
@@ -102,30 +104,27 @@ class Template:
             self.day = today
         return self.name
 
-    def drop(self) -> None:
-        with psycopg.connect(self.server_dsn, autocommit=True) as admin:
-            admin.execute(
-                sql.SQL("drop database if exists {} (force)").format(sql.Identifier(self.name))
-            )
-
 
 @pytest.fixture(scope="session")
 def template_db(server_dsn: str) -> Iterator[Template]:
     template = Template(server_dsn)
-    template.current()
+    with psycopg.connect(server_dsn, autocommit=True) as admin:
+        template.current(admin)
     yield template
-    template.drop()
+    with psycopg.connect(server_dsn, autocommit=True) as admin:
+        admin.execute(
+            sql.SQL("drop database if exists {} (force)").format(sql.Identifier(template.name))
+        )
 
 
 @pytest.fixture
 def admin_dsn(server_dsn: str, template_db: Template) -> Iterator[str]:
     """A fresh, migrated database for this test, as the server's superuser."""
     name = f"fq_test_{uuid.uuid4().hex[:12]}"
-    template = template_db.current()
     with psycopg.connect(server_dsn, autocommit=True) as admin:
         admin.execute(
             sql.SQL("create database {} template {}").format(
-                sql.Identifier(name), sql.Identifier(template)
+                sql.Identifier(name), sql.Identifier(template_db.current(admin))
             )
         )
     yield dsn_for(server_dsn, name)
