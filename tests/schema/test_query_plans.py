@@ -78,21 +78,16 @@ def assert_walks_the_claim_index(plan: list[dict], index: str = "jobs_claim_idx"
 # statements EXPLAIN cannot show from outside, so its reads are bounded instead.
 READS = """
 select coalesce(sum(pg_stat_get_xact_tuples_returned(c.oid))
-                    filter (where c.table_name = 'jobs'), 0) as jobs,
+                    filter (where t.relname = 'jobs'), 0) as jobs,
        coalesce(sum(pg_stat_get_xact_tuples_returned(c.oid))
-                    filter (where c.table_name = 'served'), 0) as served,
+                    filter (where t.relname = 'served'), 0) as served,
        coalesce(sum(pg_stat_get_xact_tuples_returned(c.oid))
-                    filter (where c.table_name = 'tenant_standings'), 0) as tenants
-  from (select t.oid, t.relname as table_name
-          from pg_class t
-         where t.oid in ('fairqueue.jobs'::regclass, 'fairqueue.served'::regclass,
-                         'fairqueue.tenant_standings'::regclass)
-        union all
-        select i.indexrelid, t.relname
-          from pg_index i
-          join pg_class t on t.oid = i.indrelid
-         where t.oid in ('fairqueue.jobs'::regclass, 'fairqueue.served'::regclass,
-                         'fairqueue.tenant_standings'::regclass)) c
+                    filter (where t.relname = 'tenant_standings'), 0) as tenants
+  from pg_class t
+  join pg_class c
+    on c.oid = t.oid or c.oid in (select i.indexrelid from pg_index i where i.indrelid = t.oid)
+ where t.oid in ('fairqueue.jobs'::regclass, 'fairqueue.served'::regclass,
+                 'fairqueue.tenant_standings'::regclass)
 """
 CLAIMS = {
     "group": "select * from fairqueue.claim(%s, %s, 60, 'plan', null, %s, %s, %s)",
