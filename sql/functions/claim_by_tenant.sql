@@ -1,3 +1,264 @@
+-- The picks of a claim by tenant: the first p_batch picks of the order (claim_by_tenant_unchecked
+-- below), locked in the order's order, with whether they are surely the batch.
+--
+-- The bounds count only the first picks of the others, so a tenant few others share the batch
+-- with is allowed nearly all of it, and a group few others of its tenant share the tenant's
+-- picks with nearly all of those: three tenants of the top plan with twenty groups each offered
+-- 2,800 jobs for a batch of 100. So when p_tight is set, the top priority's tenants take only as
+-- many picks as they would reach if each had picks enough (fill_levels, one more for a pick
+-- another transaction holds), the tenants below them one, and within each tenant its groups
+-- offer only as deep as they would reach filling the tenant's picks. The picks are surely the
+-- batch unless a tenant or a group that offered all it was allowed, while it could have given
+-- more, has its next pick standing before the batch's last pick (a tenant) or its tenant's last
+-- pick (a group), or at all when the batch or the tenant came back short; the caller then asks
+-- again without p_tight.
+create or replace function fairqueue.claim_by_tenant_picks(
+    p_type text,
+    p_batch integer,
+    p_plan_names text[],
+    p_plan_priorities integer[],
+    p_default_priority integer,
+    p_tight boolean
+) returns table (ids uuid[], verified boolean)
+language plpgsql set search_path = pg_catalog, pg_temp set jit = off
+    set plan_cache_mode = force_generic_plan
+as $$
+begin
+    return query
+    with recursive present (plan) as (
+        (select t.plan from fairqueue.tenant_standings t
+          where t.type = p_type and t.best_id is not null
+          order by t.plan limit 1)
+        union all
+        select (select t.plan from fairqueue.tenant_standings t
+                 where t.type = p_type and t.best_id is not null and t.plan > p.plan
+                 order by t.plan limit 1)
+          from present p
+         where p.plan is not null
+    ),
+    -- The first p_batch tenants by their first pick, over every plan.
+    tenants as (
+        select x.tenant_key, x.n,
+               coalesce(p_plan_priorities[array_position(p_plan_names, p.plan)],
+                        p_default_priority) as priority
+          from present p
+          cross join lateral (
+              select t.tenant_key, t.n, t.best_n, t.best_created_at, t.best_id
+                from fairqueue.tenant_standings t
+               where t.type = p_type and t.plan = p.plan and t.best_id is not null
+               order by t.n, t.best_n, t.best_created_at, t.best_id
+               limit p_batch) x
+         where p.plan is not null
+         order by 3 desc, x.n, x.best_n, x.best_created_at, x.best_id
+         limit p_batch
+    ),
+    -- How many picks each tenant can take: its pick j+1 stands at n + j, behind every tenant of a
+    -- higher priority and every tenant of its own whose count is lower, and behind its own first
+    -- j picks. The levels are the (priority, n) places of the tenants, with how many stand at or
+    -- before each.
+    tenant_levels as (
+        select l.priority, l.n,
+               (sum(l.heads) over (order by l.priority desc, l.n))::bigint as heads_up_to,
+               lead(l.n) over (partition by l.priority order by l.n) as next_n
+          from (select t.priority, t.n, count(*) as heads from tenants t group by 1, 2) l
+    ),
+    tenant_reach as (
+        select t.tenant_key, t.n, t.priority,
+               1 + coalesce(max(least(coalesce(l.next_n - t.n, p_batch),
+                                      p_batch - l.heads_up_to))
+                              filter (where p_batch - l.heads_up_to >= l.n - t.n + 1),
+                            0) as most
+          from tenants t
+          join tenant_levels l on l.priority = t.priority and l.n >= t.n
+         group by 1, 2, 3
+    ),
+    top as (select max(r.priority) as priority from tenant_reach r),
+    tenant_water as (
+        select max(f.level) as level
+          from (select array_agg(''::text) as keys, array_agg(p_batch::bigint) as batches,
+                       array_agg(r.n) as served
+                  from tenant_reach r, top
+                 where r.priority = top.priority) a
+          cross join lateral fairqueue.fill_levels(a.keys, a.batches, a.served) f
+    ),
+    tenant_allowed as (
+        select r.tenant_key, r.n, r.priority, r.most,
+               case when not p_tight then r.most
+                    when r.priority = top.priority
+                        then least(r.most, greatest(w.level - r.n + 2, 1))
+                    else 1 end as picks
+          from tenant_reach r, top, tenant_water w
+    ),
+    -- Each of those tenants' first groups, as many as it may take picks.
+    tenant_groups as (
+        select a.tenant_key, a.n as tenant_n, a.priority, a.picks, g.group_key, g.n,
+               g.head_created_at, g.head_id
+          from tenant_allowed a
+          cross join lateral (
+              select s.group_key, s.n, s.head_created_at, s.head_id
+                from fairqueue.served s
+               where s.type = p_type and s.tenant_key = a.tenant_key
+                 and s.head_id is not null and not s.paused
+               order by s.n, s.head_created_at, s.head_id
+               limit a.picks) g
+    ),
+    -- The same bound within a tenant, over its groups and its own picks.
+    group_levels as (
+        select l.tenant_key, l.n,
+               (sum(l.heads) over (partition by l.tenant_key order by l.n))::bigint
+                   as heads_up_to,
+               lead(l.n) over (partition by l.tenant_key order by l.n) as next_n
+          from (select g.tenant_key, g.n, count(*) as heads
+                  from tenant_groups g
+                 group by 1, 2) l
+    ),
+    group_reach as (
+        select g.tenant_key, g.tenant_n, g.priority, g.picks, g.group_key, g.n,
+               g.head_created_at, g.head_id,
+               1 + coalesce(max(least(coalesce(l.next_n - g.n, g.picks),
+                                      g.picks - l.heads_up_to))
+                              filter (where g.picks - l.heads_up_to >= l.n - g.n + 1),
+                            0) as most
+          from tenant_groups g
+          join group_levels l on l.tenant_key = g.tenant_key and l.n >= g.n
+         group by 1, 2, 3, 4, 5, 6, 7, 8
+    ),
+    group_water as materialized (
+        select f.key as tenant_key, f.level
+          from (select array_agg(r.tenant_key) as keys, array_agg(r.picks) as batches,
+                       array_agg(r.n) as served
+                  from group_reach r) a
+          cross join lateral fairqueue.fill_levels(a.keys, a.batches, a.served) f
+    ),
+    group_allowed as (
+        select r.tenant_key, r.tenant_n, r.priority, r.picks, r.group_key, r.n,
+               r.head_created_at, r.head_id, r.most,
+               case when not p_tight then r.most
+                    else least(r.most, greatest(w.level - r.n + 2, 1)) end as jobs
+          from group_reach r
+          join group_water w on w.tenant_key = r.tenant_key
+    ),
+    -- Each group's oldest due jobs, as many as it may give, from its head on (see
+    -- claim_firsts); a paused group gives none.
+    offered as (
+        select j.id, j.created_at, a.priority, a.tenant_n, a.picks, a.tenant_key, a.group_key,
+               a.n + row_number() over (partition by a.group_key
+                                        order by j.created_at, j.id) as group_place
+          from group_allowed a
+          cross join lateral (
+              select j.id, j.created_at
+                from fairqueue.jobs j
+               where j.type = p_type and j.status = 'pending'
+                 and j.group_key = a.group_key and j.run_after <= now()
+                 and (j.created_at, j.id) >= (a.head_created_at, a.head_id)
+                 and not exists (select 1 from fairqueue.groups g
+                                  where g.key = a.group_key and g.status = 'paused')
+               order by j.type, j.group_key, j.created_at, j.id
+               limit a.jobs) j
+    ),
+    ranked as (
+        select o.id, o.created_at, o.priority, o.group_place, o.picks, o.tenant_key,
+               row_number() over (partition by o.tenant_key
+                                  order by o.group_place, o.created_at, o.id) as pick,
+               o.tenant_n
+          from offered o
+    ),
+    offers (id, priority, tenant_place, group_place, created_at) as (
+        select r.id, r.priority, r.tenant_n + r.pick, r.group_place, r.created_at
+          from ranked r
+         where r.pick <= r.picks
+        union all
+        -- Jobs whose claimer died before their last attempt: found by the lease index, few.
+        -- They stand after their tenant's and their group's counts, which count them already.
+        select j.id,
+               coalesce(p_plan_priorities[array_position(p_plan_names, t.plan)],
+                        p_default_priority),
+               coalesce(ts.n, 0)
+                   + row_number() over (partition by fairqueue.group_tenant_key(j.group_key)
+                                        order by j.created_at, j.id),
+               coalesce(s.n, 0) + row_number() over (partition by j.group_key
+                                                     order by j.created_at, j.id),
+               j.created_at
+          from fairqueue.jobs j
+          left join fairqueue.groups g on g.key = j.group_key
+          left join fairqueue.tenants t on t.id = j.tenant_id
+          left join fairqueue.served s on s.type = p_type and s.group_key = j.group_key
+          left join fairqueue.tenant_standings ts
+                 on ts.type = p_type
+                and ts.tenant_key = fairqueue.group_tenant_key(j.group_key)
+         where j.type = p_type and j.status = 'running' and j.lease_until < now()
+           and j.run_after <= now() and j.attempts < j.max_attempts
+           and (g.status is null or g.status = 'active')
+    ),
+    -- Locked in the order's order, passing over what another transaction holds, until the
+    -- batch is full.
+    picked as (
+        select o.id, o.priority, o.tenant_place
+          from (select o.id, o.priority, o.tenant_place, o.group_place, o.created_at
+                  from offers o
+                 order by o.priority desc, o.tenant_place, o.group_place, o.created_at, o.id) o
+          cross join lateral (
+              select j.id
+                from fairqueue.jobs j
+               where j.id = o.id and j.type = p_type and j.run_after <= now()
+                 and (j.status = 'pending'
+                      or (j.status = 'running' and j.lease_until < now()
+                          and j.attempts < j.max_attempts))
+                 for update of j skip locked) l
+         limit p_batch
+    ),
+    last_pick as (
+        select p.priority, p.tenant_place, count(*) over () as picks
+          from picked p
+         order by p.priority, p.tenant_place desc
+         limit 1
+    ),
+    -- Each tenant's last pick among its offers, when it offered as many as it may take.
+    tenant_last_pick as (
+        select r.tenant_key, r.group_place, r.created_at, r.id
+          from ranked r
+         where r.pick = r.picks
+    ),
+    -- The tenants allowed fewer picks than they could take that offered as many as they were
+    -- allowed, with where their next pick would stand.
+    tenants_cut_short as (
+        select a.priority, a.n + a.picks + 1 as next_place
+          from tenant_allowed a
+          join tenant_last_pick l on l.tenant_key = a.tenant_key
+         where a.picks < a.most
+    ),
+    -- The groups allowed fewer jobs than they could give that offered all they were allowed,
+    -- with their last offer and where their next job would stand.
+    groups_cut_short as (
+        select a.tenant_key, a.n + a.jobs + 1 as next_place, o.created_at as last_created_at,
+               o.id as last_id
+          from group_allowed a
+          join offered o on o.group_key = a.group_key and o.group_place = a.n + a.jobs
+         where a.jobs < a.most
+    )
+    select array(select p.id from picked p),
+           not exists (
+               select 1
+                 from tenants_cut_short c
+                 left join last_pick l on true
+                where l.picks is distinct from p_batch::bigint
+                   or not (c.priority < l.priority
+                           or (c.priority = l.priority and c.next_place > l.tenant_place)))
+           and not exists (
+               select 1
+                 from groups_cut_short c
+                 left join tenant_last_pick l on l.tenant_key = c.tenant_key
+                where l.tenant_key is null
+                   or not (c.next_place > l.group_place
+                           or (c.next_place = l.group_place
+                               and (c.last_created_at, c.last_id) >= (l.created_at, l.id))));
+end $$;
+
+alter function fairqueue.claim_by_tenant_picks(text, integer, text[], integer[], integer, boolean)
+    owner to fairqueue_owner;
+revoke all on function fairqueue.claim_by_tenant_picks(text, integer, text[], integer[], integer,
+    boolean) from public, fairqueue_app;
+
 -- The fair claim at the tenant level (Stage(fair_share="tenant")), the one definition of that
 -- order: plan priority, then the tenant served least of this type in the last day, then within
 -- the tenant the group served least, then the oldest job; each pick counts for the next at both
@@ -12,7 +273,7 @@
 -- at most as many picks as the bound below allows (the tenants at or below each served count
 -- take at least one pick each before it); within a tenant the same bound over its groups says
 -- how many jobs each group can give. Those jobs are ranked within their tenants, then all
--- together, and locked in that order until the batch is full.
+-- together, and locked in that order until the batch is full (claim_by_tenant_picks).
 --
 -- Claims by tenant of one type take turns (a transaction lock per type): the tenant standings
 -- are written by these claims alone, from the log the triggers on served append to, so the
@@ -34,6 +295,9 @@ as $$
 declare
     stale text[];
     looked_again boolean := false;
+    tight boolean;
+    verified boolean;
+    picked_ids uuid[];
     claimed_ids uuid[];
     claimed_tenants text[];
 begin
@@ -45,169 +309,39 @@ begin
     loop
         perform fairqueue.tenant_standings_fold(p_type);
 
-        with recursive present (plan) as (
-            (select t.plan from fairqueue.tenant_standings t
-              where t.type = p_type and t.best_id is not null
-              order by t.plan limit 1)
-            union all
-            select (select t.plan from fairqueue.tenant_standings t
-                     where t.type = p_type and t.best_id is not null and t.plan > p.plan
-                     order by t.plan limit 1)
-              from present p
-             where p.plan is not null
-        ),
-        -- The first p_batch tenants by their first pick, over every plan.
-        tenants as (
-            select x.tenant_key, x.n,
-                   coalesce(p_plan_priorities[array_position(p_plan_names, p.plan)],
-                            p_default_priority) as priority
-              from present p
-              cross join lateral (
-                  select t.tenant_key, t.n, t.best_n, t.best_created_at, t.best_id
-                    from fairqueue.tenant_standings t
-                   where t.type = p_type and t.plan = p.plan and t.best_id is not null
-                   order by t.n, t.best_n, t.best_created_at, t.best_id
-                   limit p_batch) x
-             where p.plan is not null
-             order by 3 desc, x.n, x.best_n, x.best_created_at, x.best_id
-             limit p_batch
-        ),
-        -- How many picks each tenant can take: its pick j+1 stands at n + j, behind every tenant of
-        -- a higher priority and every tenant of its own whose count is lower, and behind its own
-        -- first j picks. The levels are the (priority, n) places of the tenants, with how many
-        -- stand at or before each.
-        tenant_levels as (
-            select l.priority, l.n,
-                   (sum(l.heads) over (order by l.priority desc, l.n))::bigint as heads_up_to,
-                   lead(l.n) over (partition by l.priority order by l.n) as next_n
-              from (select t.priority, t.n, count(*) as heads from tenants t group by 1, 2) l
-        ),
-        tenant_reach as (
-            select t.tenant_key, t.n, t.priority,
-                   1 + coalesce(max(least(coalesce(l.next_n - t.n, p_batch),
-                                          p_batch - l.heads_up_to))
-                                  filter (where p_batch - l.heads_up_to >= l.n - t.n + 1),
-                                0) as picks
-              from tenants t
-              join tenant_levels l on l.priority = t.priority and l.n >= t.n
-             group by 1, 2, 3
-        ),
-        -- Each of those tenants' first groups, as many as it can take picks.
-        tenant_groups as (
-            select r.tenant_key, r.n as tenant_n, r.priority, r.picks, g.group_key, g.n,
-                   g.head_created_at, g.head_id
-              from tenant_reach r
-              cross join lateral (
-                  select s.group_key, s.n, s.head_created_at, s.head_id
-                    from fairqueue.served s
-                   where s.type = p_type and s.tenant_key = r.tenant_key
-                     and s.head_id is not null and not s.paused
-                   order by s.n, s.head_created_at, s.head_id
-                   limit r.picks) g
-        ),
-        -- The same bound within a tenant, over its groups and its own picks.
-        group_levels as (
-            select l.tenant_key, l.n,
-                   (sum(l.heads) over (partition by l.tenant_key order by l.n))::bigint
-                       as heads_up_to,
-                   lead(l.n) over (partition by l.tenant_key order by l.n) as next_n
-              from (select g.tenant_key, g.n, count(*) as heads
-                      from tenant_groups g
-                     group by 1, 2) l
-        ),
-        group_reach as (
-            select g.tenant_key, g.tenant_n, g.priority, g.picks, g.group_key, g.n,
-                   g.head_created_at, g.head_id,
-                   1 + coalesce(max(least(coalesce(l.next_n - g.n, g.picks),
-                                          g.picks - l.heads_up_to))
-                                  filter (where g.picks - l.heads_up_to >= l.n - g.n + 1),
-                                0) as jobs
-              from tenant_groups g
-              join group_levels l on l.tenant_key = g.tenant_key and l.n >= g.n
-             group by 1, 2, 3, 4, 5, 6, 7, 8
-        ),
-        -- Each group's oldest due jobs, as many as it can give, from its head on (see
-        -- claim_firsts); a paused group gives none.
-        offered as (
-            select j.id, j.created_at, r.priority, r.tenant_n, r.picks, r.tenant_key,
-                   r.n + row_number() over (partition by r.group_key
-                                            order by j.created_at, j.id) as group_place
-              from group_reach r
-              cross join lateral (
-                  select j.id, j.created_at
-                    from fairqueue.jobs j
-                   where j.type = p_type and j.status = 'pending'
-                     and j.group_key = r.group_key and j.run_after <= now()
-                     and (j.created_at, j.id) >= (r.head_created_at, r.head_id)
-                     and not exists (select 1 from fairqueue.groups g
-                                      where g.key = r.group_key and g.status = 'paused')
-                   order by j.type, j.group_key, j.created_at, j.id
-                   limit r.jobs) j
-        ),
-        ranked as (
-            select o.id, o.created_at, o.priority, o.group_place, o.picks,
-                   row_number() over (partition by o.tenant_key
-                                      order by o.group_place, o.created_at, o.id) as pick,
-                   o.tenant_n
-              from offered o
-        ),
-        offers (id, priority, tenant_place, group_place, created_at) as (
-            select r.id, r.priority, r.tenant_n + r.pick, r.group_place, r.created_at
-              from ranked r
-             where r.pick <= r.picks
-            union all
-            -- Jobs whose claimer died before their last attempt: found by the lease index, few.
-            -- They stand after their tenant's and their group's counts, which count them already.
-            select j.id,
-                   coalesce(p_plan_priorities[array_position(p_plan_names, t.plan)],
-                            p_default_priority),
-                   coalesce(ts.n, 0)
-                       + row_number() over (partition by fairqueue.group_tenant_key(j.group_key)
-                                            order by j.created_at, j.id),
-                   coalesce(s.n, 0) + row_number() over (partition by j.group_key
-                                                         order by j.created_at, j.id),
-                   j.created_at
-              from fairqueue.jobs j
-              left join fairqueue.groups g on g.key = j.group_key
-              left join fairqueue.tenants t on t.id = j.tenant_id
-              left join fairqueue.served s on s.type = p_type and s.group_key = j.group_key
-              left join fairqueue.tenant_standings ts
-                     on ts.type = p_type
-                    and ts.tenant_key = fairqueue.group_tenant_key(j.group_key)
-             where j.type = p_type and j.status = 'running' and j.lease_until < now()
-               and j.run_after <= now() and j.attempts < j.max_attempts
-               and (g.status is null or g.status = 'active')
-        ),
-        -- Locked in the order's order, passing over what another transaction holds, until the
-        -- batch is full.
-        picked as (
-            select l.id
-              from (select o.id, o.priority, o.tenant_place, o.group_place, o.created_at
-                      from offers o
-                     order by o.priority desc, o.tenant_place, o.group_place, o.created_at, o.id) o
-              cross join lateral (
-                  select j.id
-                    from fairqueue.jobs j
-                   where j.id = o.id and j.type = p_type and j.run_after <= now()
-                     and (j.status = 'pending'
-                          or (j.status = 'running' and j.lease_until < now()
-                              and j.attempts < j.max_attempts))
-                     for update of j skip locked) l
-             limit p_batch
-        ),
-        claimed as (
-            update fairqueue.jobs j
-               set status = 'running',
-                   attempts = j.attempts + 1,
-                   locked_at = now(),
-                   lease_until = now() + p_lease_s * interval '1 second',
-                   locked_by = p_locked_by,
-                   run_id = p_run_id
-             where j.id = any(array(select p.id from picked p))
-            returning j.id, j.tenant_id
-        )
-        select array_agg(c.id), array_agg(c.tenant_id) into claimed_ids, claimed_tenants
-          from claimed c;
+        -- The picks, offered first only as deep as the tenants and their groups reach if each
+        -- has picks enough (tight): most claims. When that proves too shallow, the locks are
+        -- undone with the subtransaction and each offers as many as it could take at all. The
+        -- picks are updated in the subtransaction that locked them: updated from outside it,
+        -- each row's lock would have to be kept beside the update in a multixact.
+        tight := true;
+        loop
+            begin
+                select p.ids, p.verified into picked_ids, verified
+                  from fairqueue.claim_by_tenant_picks(p_type, p_batch, p_plan_names,
+                                                       p_plan_priorities, p_default_priority,
+                                                       tight) p;
+                if tight and not verified then
+                    raise exception using errcode = 'FQ002';
+                end if;
+                with claimed as (
+                    update fairqueue.jobs j
+                       set status = 'running',
+                           attempts = j.attempts + 1,
+                           locked_at = now(),
+                           lease_until = now() + p_lease_s * interval '1 second',
+                           locked_by = p_locked_by,
+                           run_id = p_run_id
+                     where j.id = any(picked_ids)
+                    returning j.id, j.tenant_id
+                )
+                select array_agg(c.id), array_agg(c.tenant_id) into claimed_ids, claimed_tenants
+                  from claimed c;
+                exit;
+            exception when sqlstate 'FQ002' then
+                tight := false;
+            end;
+        end loop;
 
         -- Nothing claimed although tenants stand with work: a best group standing wrong (its
         -- jobs changed in a way no trigger saw, such as a truncate, or it was paused since)

@@ -147,6 +147,24 @@ def test_a_tenant_whose_groups_are_all_paused_takes_no_turns(conn: Connection) -
     assert _claim(conn, 5) == []
 
 
+def test_a_top_tenant_whose_small_group_runs_out_takes_its_turns_from_its_other_group(
+    conn: Connection,
+) -> None:
+    # One team tenant with a group of one job and a group of twenty, five free tenants with a
+    # backlog each. A batch of ten is the team tenant's ten first picks: its small group's job
+    # and nine of the other's. A claim that offered each of its groups only as deep as the two
+    # would share ten picks found seven of them and filled the batch with free jobs.
+    _reset(conn)
+    set_plan(conn, "rich", "team")
+    _backlog(conn, "rich", ["small"], 1)
+    _backlog(conn, "rich", ["large"], 20)
+    for k in range(5):
+        set_plan(conn, f"poor{k}", "free")
+        _backlog(conn, f"poor{k}", ["g"], 10)
+    picked = _tenant_and_group(conn, _claim(conn, 10))
+    assert Counter(picked) == {("rich", "small"): 1, ("rich", "large"): 9}
+
+
 def test_a_tenant_arriving_mid_drain_is_served_within_one_round(conn: Connection) -> None:
     _reset(conn)
     for tenant in ("a", "b", "c"):

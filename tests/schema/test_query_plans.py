@@ -174,6 +174,37 @@ def test_a_claim_by_tenant_reads_rows_in_proportion_to_its_batch_not_to_the_tena
     assert reads["tenants"] <= 10 * 25
 
 
+def test_a_claim_by_tenant_over_tenants_of_several_plans_reads_the_jobs_its_batch_can_take(
+    conn,
+) -> None:
+    # Three team tenants with twenty groups of thirty jobs each, ahead of fifty pro tenants with
+    # one group of twenty: the batch is the team tenants' jobs, 33 or 34 picks each, two of each
+    # of their groups and a third of some.
+    for k in range(3):
+        set_plan(conn, f"team{k}", "team")
+    for k in range(50):
+        set_plan(conn, f"pro{k}", "pro")
+    conn.execute(
+        "insert into fairqueue.jobs (type, tenant_id, group_id)"
+        " select 'planned', 'team' || t, 'g' || g"
+        " from generate_series(0, 2) t, generate_series(0, 19) g, generate_series(1, 30) i"
+    )
+    conn.execute(
+        "insert into fairqueue.jobs (type, tenant_id, group_id)"
+        " select 'planned', 'pro' || t, 'g' from generate_series(0, 49) t,"
+        " generate_series(1, 20) i"
+    )
+    conn.execute("analyze fairqueue.jobs")
+    claim_batch(conn, "planned", batch=1, lease_s=60, locked_by="plan", fair_share="tenant")
+    reads, claimed = claim_reads_by_table(conn, 100, "tenant")
+    assert claimed == 100
+    # Each team group's three first jobs, the pro tenants' first, the picks locked and updated
+    # by id and each group's next head: 589 entries. Offering each team tenant as many picks as
+    # it could take with only the other tenants' first picks ahead of it, and each of its groups
+    # as many of those as it could give, read 3,159.
+    assert reads["jobs"] <= 10 * 100
+
+
 def claimed_before_the_head(conn) -> None:
     """20,000 jobs in one group, the first 15,000 claimed in one statement no enqueue overlapped.
     Jobs claimed since the last vacuum keep their entries in the group's queue index: some 150
