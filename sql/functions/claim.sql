@@ -422,6 +422,7 @@ as $$
 #variable_conflict use_column
 declare
     first_jobs record;
+    hold boolean;
     tight boolean;
     verified boolean;
     picked_ids uuid[];
@@ -433,29 +434,29 @@ begin
 
     perform fairqueue.stand_woken_groups(p_type);
 
-    -- A first pass that finds nothing may still hold standings whose jobs others hold: undone
-    -- (the block is a subtransaction), so that the second pass, which waits for standings when
-    -- it writes them, holds none while it waits and two claims never wait on each other.
-    begin
-        select f.* into first_jobs
-          from fairqueue.claim_firsts(p_type, p_batch, p_plan_names, p_plan_priorities,
-                                      p_default_priority, true) f;
-        if cardinality(first_jobs.first_ids) = 0 then
-            raise exception using errcode = 'FQ001';
-        end if;
-    exception when sqlstate 'FQ001' then
-        select f.* into first_jobs
-          from fairqueue.claim_firsts(p_type, p_batch, p_plan_names, p_plan_priorities,
-                                      p_default_priority, false) f;
-    end;
-
-    -- The picks, offered first as deep as the top priority's groups reach if each has jobs
-    -- enough (tight): most claims. When that proves too shallow (a group offered all it was
-    -- allowed and its next job would stand in the batch), the locks are undone with the
-    -- subtransaction and each group offers as many as it could take at all.
+    -- One attempt is one subtransaction: the first jobs, the picks and their update. Two kinds
+    -- of attempt are undone and made again:
+    -- - A first pass that holds groups and finds nothing may still hold standings whose jobs
+    --   others hold, so the next attempt, which waits for standings when it writes them, holds
+    --   none while it waits and two claims never wait on each other.
+    -- - Picks offered as deep as the top priority's groups reach if each has jobs enough (tight:
+    --   most claims) that prove too shallow (a group offered all it was allowed and its next
+    --   job would stand in the batch): the next attempt lets each group offer as many as it
+    --   could take at all.
+    -- The rows are locked and updated in one subtransaction because a row locked in one and
+    -- updated in another keeps the lock beside the update in a multixact, which every later
+    -- reader of that row version has to look up: a claim over many groups did so for every
+    -- first job.
+    hold := true;
     tight := true;
     loop
         begin
+            select f.* into first_jobs
+              from fairqueue.claim_firsts(p_type, p_batch, p_plan_names, p_plan_priorities,
+                                          p_default_priority, hold) f;
+            if hold and cardinality(first_jobs.first_ids) = 0 then
+                raise exception using errcode = 'FQ001';
+            end if;
             select p.ids, p.verified into picked_ids, verified
               from fairqueue.claim_picks(p_type, p_batch, p_plan_names, p_plan_priorities,
                                          p_default_priority, first_jobs.first_ids,
@@ -465,25 +466,27 @@ begin
             if tight and not verified then
                 raise exception using errcode = 'FQ002';
             end if;
+            with claimed as (
+                update fairqueue.jobs j
+                   set status = 'running',
+                       attempts = j.attempts + 1,
+                       locked_at = now(),
+                       lease_until = now() + p_lease_s * interval '1 second',
+                       locked_by = p_locked_by,
+                       run_id = p_run_id
+                 where j.id = any(picked_ids)
+                returning j.id, j.tenant_id
+            )
+            select array_agg(c.id), array_agg(c.tenant_id) into claimed_ids, claimed_tenants
+              from claimed c;
             exit;
-        exception when sqlstate 'FQ002' then
-            tight := false;
+        exception
+            when sqlstate 'FQ001' then
+                hold := false;
+            when sqlstate 'FQ002' then
+                tight := false;
         end;
     end loop;
-
-    with claimed as (
-        update fairqueue.jobs j
-           set status = 'running',
-               attempts = j.attempts + 1,
-               locked_at = now(),
-               lease_until = now() + p_lease_s * interval '1 second',
-               locked_by = p_locked_by,
-               run_id = p_run_id
-         where j.id = any(picked_ids)
-        returning j.id, j.tenant_id
-    )
-    select array_agg(c.id), array_agg(c.tenant_id) into claimed_ids, claimed_tenants
-      from claimed c;
 
     return query select u.id, u.tenant_id
                    from unnest(claimed_ids, claimed_tenants) as u (id, tenant_id);
