@@ -78,7 +78,9 @@ begin
           from (select array_agg(''::text) as keys, array_agg(p_batch::bigint) as batches,
                        array_agg(r.n) as served
                   from tenant_reach r, top
-                 where r.priority = top.priority) a
+                 where r.priority = top.priority
+                -- Not needed when each tenant may take one pick (the common case).
+                having bool_or(r.most > 1)) a
           cross join lateral fairqueue.fill_levels(a.keys, a.batches, a.served) f
     ),
     tenant_allowed as (
@@ -127,16 +129,17 @@ begin
         select f.key as tenant_key, f.level
           from (select array_agg(r.tenant_key) as keys, array_agg(r.picks) as batches,
                        array_agg(r.n) as served
-                  from group_reach r) a
+                  from group_reach r
+                 where r.picks > 1) a
           cross join lateral fairqueue.fill_levels(a.keys, a.batches, a.served) f
     ),
     group_allowed as (
         select r.tenant_key, r.tenant_n, r.priority, r.picks, r.group_key, r.n,
                r.head_created_at, r.head_id, r.most,
-               case when not p_tight then r.most
+               case when not p_tight or r.picks <= 1 then r.most
                     else least(r.most, greatest(w.level - r.n + 2, 1)) end as jobs
           from group_reach r
-          join group_water w on w.tenant_key = r.tenant_key
+          left join group_water w on w.tenant_key = r.tenant_key
     ),
     -- Each group's oldest due jobs, as many as it may give, from its head on (see
     -- claim_firsts); a paused group gives none.
