@@ -398,6 +398,39 @@ alter function fairqueue.claim_picks(text, integer, text[], integer[], integer, 
 revoke all on function fairqueue.claim_picks(text, integer, text[], integer[], integer, uuid[],
     timestamptz[], text[], bigint[], text[], boolean) from public, fairqueue_app;
 
+-- What a claim writes on each job it takes: running, one more attempt, a lease of p_lease_s and
+-- its claimer. Both claims call it in the subtransaction that locked the rows (see
+-- claim_unchecked); the ids and tenants come back as one row of arrays, in no order.
+create or replace function fairqueue.take_claimed(
+    p_ids uuid[],
+    p_lease_s double precision,
+    p_locked_by text,
+    p_run_id uuid
+) returns table (ids uuid[], tenant_ids text[])
+language plpgsql set search_path = pg_catalog, pg_temp set jit = off
+    set plan_cache_mode = force_generic_plan
+as $$
+begin
+    return query
+    with claimed as (
+        update fairqueue.jobs j
+           set status = 'running',
+               attempts = j.attempts + 1,
+               locked_at = now(),
+               lease_until = now() + p_lease_s * interval '1 second',
+               locked_by = p_locked_by,
+               run_id = p_run_id
+         where j.id = any(p_ids)
+        returning j.id, j.tenant_id
+    )
+    select array_agg(c.id), array_agg(c.tenant_id) from claimed c;
+end $$;
+
+alter function fairqueue.take_claimed(uuid[], double precision, text, uuid)
+    owner to fairqueue_owner;
+revoke all on function fairqueue.take_claimed(uuid[], double precision, text, uuid)
+    from public, fairqueue_app;
+
 -- The fair claim, the one definition of the order: plan priority, then the group served least
 -- of this type in the last day (each job picked from a group in this batch counts as served, so
 -- a batch interleaves groups), then the oldest job. A batch of N is exactly the first N picks of
@@ -466,19 +499,8 @@ begin
             if tight and not verified then
                 raise exception using errcode = 'FQ002';
             end if;
-            with claimed as (
-                update fairqueue.jobs j
-                   set status = 'running',
-                       attempts = j.attempts + 1,
-                       locked_at = now(),
-                       lease_until = now() + p_lease_s * interval '1 second',
-                       locked_by = p_locked_by,
-                       run_id = p_run_id
-                 where j.id = any(picked_ids)
-                returning j.id, j.tenant_id
-            )
-            select array_agg(c.id), array_agg(c.tenant_id) into claimed_ids, claimed_tenants
-              from claimed c;
+            select t.ids, t.tenant_ids into claimed_ids, claimed_tenants
+              from fairqueue.take_claimed(picked_ids, p_lease_s, p_locked_by, p_run_id) t;
             exit;
         exception
             when sqlstate 'FQ001' then

@@ -327,19 +327,8 @@ begin
                 if tight and not verified then
                     raise exception using errcode = 'FQ002';
                 end if;
-                with claimed as (
-                    update fairqueue.jobs j
-                       set status = 'running',
-                           attempts = j.attempts + 1,
-                           locked_at = now(),
-                           lease_until = now() + p_lease_s * interval '1 second',
-                           locked_by = p_locked_by,
-                           run_id = p_run_id
-                     where j.id = any(picked_ids)
-                    returning j.id, j.tenant_id
-                )
-                select array_agg(c.id), array_agg(c.tenant_id) into claimed_ids, claimed_tenants
-                  from claimed c;
+                select t.ids, t.tenant_ids into claimed_ids, claimed_tenants
+                  from fairqueue.take_claimed(picked_ids, p_lease_s, p_locked_by, p_run_id) t;
                 exit;
             exception when sqlstate 'FQ002' then
                 tight := false;
