@@ -156,10 +156,29 @@ def inject(args: argparse.Namespace, cluster_dsn: str, restart: Callable[[], Non
     return faults
 
 
+def killed_backends_gone(admin: Connection, timeout_s: float = 30.0) -> None:
+    """Wait until no other client backend is left. A process killed in the middle of a
+    statement leaves its backend to finish it: a run row it was opening can commit after the
+    kill, and one committed after the runs are dated back below would stay open."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        row = admin.execute(
+            "select count(*) as n from pg_stat_activity where datname = current_database()"
+            " and pid <> pg_backend_pid() and backend_type = 'client backend'"
+        ).fetchone()
+        assert row is not None
+        if int(row["n"]) == 0:
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{row['n']} backends of killed processes still running")
+        time.sleep(0.1)
+
+
 def finish(dsn: str, handler_ms: float) -> None:
     """Drain what the faults left, then close the runs killed processes left open."""
     stage = soak_stage(handler_ms)
     with connect(dsn, autocommit=True) as admin:
+        killed_backends_gone(admin)
         while left(admin):
             admin.execute("update fairqueue.jobs set lease_until = now() where status = 'running'")
             run_pipeline(dsn, [stage], time_budget_s=60)
