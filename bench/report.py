@@ -276,7 +276,8 @@ def latency_section(results: Results) -> list[str]:
         ),
         "",
         "The last two columns are from one claim per row (rolled back), as the server counts"
-        " them: the rows its scans of fairqueue.jobs and fairqueue.served returned, all loops.",
+        " them: the entries its index scans of fairqueue.jobs and fairqueue.served returned and"
+        " the rows of any scan of either table itself, all loops.",
     ]
 
 
