@@ -186,23 +186,30 @@ declare
     changed boolean;
     oldest timestamptz;
 begin
-    -- A statement that leaves no job pending and moves none across the day's edge (a batch's
-    -- completion, a lease extended: by far the most common updates, one per tenant of a batch)
-    -- changes no standing and no count. Told by one pass over the rows when no job it touched
-    -- was served near the edge: such a job stays inside the day whatever the watermark, unless
-    -- it gains or loses its served time. A full join can only be hashed or merged: the
-    -- transition tables have no statistics, and a nested loop over a large statement's rows
-    -- would be quadratic.
-    select coalesce(bool_or(o.id is null or n.id is null
-                            or o.status = 'pending' or n.status = 'pending'
-                            or n.type <> o.type or n.group_key <> o.group_key
-                            or (o.served_at is null) <> (n.served_at is null)), false),
-           least(min(o.served_at), min(n.served_at))
-      into changed, oldest
-      from old_rows o
-      full join new_rows n on n.id = o.id;
-    if not fairqueue.served_near_edge(oldest) and not changed then
-        return null;
+    -- A statement that takes pending jobs away (a claim, a cancel) changes a standing whatever
+    -- else it does: it only needs the edge lock when it reaches back near the edge, and the
+    -- pass below that pairs old and new rows would tell nothing more.
+    if exists (select 1 from old_rows o where o.status = 'pending') then
+        perform fairqueue.served_near_edge(least((select min(o.served_at) from old_rows o),
+                                                 (select min(n.served_at) from new_rows n)));
+    else
+        -- A statement that leaves no job pending and moves none across the day's edge (a
+        -- batch's completion, a lease extended: by far the most common updates, one per tenant
+        -- of a batch) changes no standing and no count. Told by one pass over the rows when no
+        -- job it touched was served near the edge: such a job stays inside the day whatever the
+        -- watermark, unless it gains or loses its served time. A full join can only be hashed
+        -- or merged: the transition tables have no statistics, and a nested loop over a large
+        -- statement's rows would be quadratic.
+        select coalesce(bool_or(o.id is null or n.id is null or n.status = 'pending'
+                                or n.type <> o.type or n.group_key <> o.group_key
+                                or (o.served_at is null) <> (n.served_at is null)), false),
+               least(min(o.served_at), min(n.served_at))
+          into changed, oldest
+          from old_rows o
+          full join new_rows n on n.id = o.id;
+        if not fairqueue.served_near_edge(oldest) and not changed then
+            return null;
+        end if;
     end if;
     -- Otherwise (a job pending, moved, or served near the edge, whose lock is now held): the
     -- same question asked of the watermark itself.
