@@ -14,6 +14,8 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
+from typing import LiteralString, cast
 
 from fairqueue.claim import by_tenant, claim_batch, give_back
 from fairqueue.db import Connection
@@ -114,20 +116,10 @@ def served_drift(conn: Connection) -> int:
     return int(row["n"])
 
 
-# What a claim read, as the server counts it for the transaction: the entries its index scans
-# returned from each table's indexes and the rows of any scan of the table itself, all loops. The
-# table's own fetch count would miss most of it: an index-only scan, a lock and an update by ctid
-# count nothing there.
-READS = """
-select coalesce(sum(pg_stat_get_xact_tuples_returned(c.oid))
-                    filter (where t.relname = 'jobs'), 0) as jobs,
-       coalesce(sum(pg_stat_get_xact_tuples_returned(c.oid))
-                    filter (where t.relname = 'served'), 0) as served
-  from pg_class t
-  join pg_class c
-    on c.oid = t.oid or c.oid in (select i.indexrelid from pg_index i where i.indrelid = t.oid)
- where t.oid in ('fairqueue.jobs'::regclass, 'fairqueue.served'::regclass)
-"""
+# What a claim read, as the server counts it (bench/claim_reads.sql).
+READS: LiteralString = cast(
+    LiteralString, Path(__file__).with_name("claim_reads.sql").read_text(encoding="utf-8")
+)
 
 
 def claim_plan(conn: Connection, batch: int) -> ClaimReads:
