@@ -10,7 +10,6 @@ bench runs as root, cannot reach the socket in the cluster's data folder.
 
 from __future__ import annotations
 
-import os
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -21,20 +20,12 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
+from fairqueue.embedded import private_runtime_dir
 from fairqueue.local_pooler import free_port
 
 from .errors import BenchError
 
 RESTART_TIMEOUT_S = 60
-
-
-def _runtime_dir() -> None:
-    # The wheel keeps its lock under XDG_RUNTIME_DIR, read at import; as fairqueue.embedded
-    # does, give it a private one when unset.
-    if not os.environ.get("XDG_RUNTIME_DIR"):
-        runtime = Path(tempfile.gettempdir()) / f"fairqueue-xdg-{os.getuid()}"
-        runtime.mkdir(mode=0o700, exist_ok=True)
-        os.environ["XDG_RUNTIME_DIR"] = str(runtime)
 
 
 def _restart_on_tcp(server: Any, pgdata: Path, max_connections: int) -> int:
@@ -67,7 +58,7 @@ def _restart_on_tcp(server: Any, pgdata: Path, max_connections: int) -> int:
 def private_server(max_connections: int) -> Iterator[str]:
     """A fresh cluster with `max_connections`, on a loopback port; its superuser's DSN. It is
     stopped and deleted when the block ends. Raises BenchError when it cannot start."""
-    _runtime_dir()
+    private_runtime_dir()
     with tempfile.TemporaryDirectory(prefix="fairqueue-bench-cluster-") as scratch:
         pgdata = Path(scratch) / "pgdata"
         server = None
