@@ -45,9 +45,9 @@ from typing import Any
 import psycopg
 from psycopg.conninfo import make_conninfo
 
-from fairqueue import local_pooler
 from fairqueue.api import ClaimNames, mint_token
 from fairqueue.db import Connection, connect
+from fairqueue.dev import pooler as local_pooler
 from fairqueue.stage import Job, Stage
 
 from . import database, pooled_pipelines

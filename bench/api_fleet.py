@@ -36,7 +36,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from fairqueue import api, function
+from fairqueue import api
+from fairqueue.roles import function
 
 from .errors import BenchError
 

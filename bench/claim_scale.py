@@ -1,4 +1,5 @@
-"""Claim latency against groups: `fairqueue.claim.claim_batch` as the groups with work grow.
+"""Claim latency against groups: `fairqueue.pipeline.claim.claim_batch` as the groups with
+work grow.
 
 For each count of groups with pending work (100 to 100,000 in the full run) the queue is
 emptied and loaded afresh in SQL: three pending jobs per group, five groups per tenant, the
@@ -20,8 +21,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from fairqueue.claim import ClaimedJob, by_tenant, claim_batch, give_back
 from fairqueue.db import Connection
+from fairqueue.pipeline.claim import ClaimedJob, by_tenant, claim_batch, give_back
 from fairqueue.stage import FairShare
 
 from . import database, load

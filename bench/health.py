@@ -29,7 +29,7 @@ from psycopg import sql
 from psycopg.rows import dict_row
 
 from fairqueue.db import Connection, connect
-from fairqueue.vacuuming import vacuum_hot_tables
+from fairqueue.roles.vacuuming import vacuum_hot_tables
 
 from . import database, load, throughput
 from .arrivals import no_op_jobs
@@ -86,7 +86,8 @@ class TableHealth:
     table_bytes: int
     index_bytes: int
     total_bytes: int
-    # Vacuums run by a client: fairqueue's backstop, where the server lets it (fairqueue.vacuuming).
+    # Vacuums run by a client: fairqueue's backstop, where the server lets it
+    # (fairqueue.roles.vacuuming).
     vacuums: int = 0
 
     @property

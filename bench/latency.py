@@ -1,11 +1,12 @@
-"""Claim latency: `fairqueue.claim.claim_batch` with a constant pending backlog as history grows.
+"""Claim latency: `fairqueue.pipeline.claim.claim_batch` with a constant pending backlog as
+history grows.
 
 One pass per pending backlog (10k and 1M in the full run): the backlog is loaded fresh, then
 last-day history is grown through each size (up to 10M rows, generated in SQL) and the claim is
 sampled at each. Only the claim is timed (its expiry step, the claim query and the commit, as
-the library runs them). Each claimed batch is then given back with `fairqueue.claim.give_back`,
-outside the timed section, so pending stays constant and the served counts return to where
-they were.
+the library runs them). Each claimed batch is then given back with
+`fairqueue.pipeline.claim.give_back`, outside the timed section, so pending stays constant and
+the served counts return to where they were.
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import LiteralString, cast
 
-from fairqueue.claim import by_tenant, claim_batch, give_back
 from fairqueue.db import Connection
+from fairqueue.pipeline.claim import by_tenant, claim_batch, give_back
 from fairqueue.plans import PLANS
 from fairqueue.queries import query
 

@@ -13,8 +13,8 @@ from typing import Any
 
 from psycopg.conninfo import make_conninfo
 
-from fairqueue import local_pooler
 from fairqueue.db import Connection
+from fairqueue.dev import pooler as local_pooler
 
 from . import database, throughput
 from .formats import table

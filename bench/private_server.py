@@ -20,8 +20,8 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
-from fairqueue.embedded import private_runtime_dir
-from fairqueue.local_pooler import free_port
+from fairqueue.dev.embedded import private_runtime_dir
+from fairqueue.dev.pooler import free_port
 
 from .errors import BenchError
 

@@ -1,5 +1,5 @@
 """The ways the pooled comparisons reach the server, direct and through a PgBouncer
-(``fairqueue.local_pooler``), and what they count: the server connections each way used.
+(``fairqueue.dev.pooler``), and what they count: the server connections each way used.
 
 The admission workload also runs each way as a fleet of one-connection API processes
 (bench/api_fleet.py), as Lambda runs the API: one connection per warm container."""

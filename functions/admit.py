@@ -12,7 +12,7 @@ from aws_lambda_powertools import Logger, Tracer
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from fairqueue import api
-from fairqueue.function import function_setup, invocation_logging
+from fairqueue.roles.function import function_setup, invocation_logging
 
 logger = Logger()
 tracer = Tracer()

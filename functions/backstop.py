@@ -6,9 +6,9 @@ from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from fairqueue.backstop import Backstop
-from fairqueue.function import ScheduledEvent, function_setup, invocation_logging
-from fairqueue.run import budget_seconds
+from fairqueue.pipeline.run import budget_seconds
+from fairqueue.roles.backstop import Backstop
+from fairqueue.roles.function import ScheduledEvent, function_setup, invocation_logging
 
 logger = Logger()
 metrics = Metrics()

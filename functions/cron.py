@@ -8,8 +8,8 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.metrics.functions import is_metrics_disabled
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from fairqueue.cron import CronAnswer, invoke
-from fairqueue.function import ScheduledEvent, function_setup, invocation_logging
+from fairqueue.roles.cron import CronAnswer, invoke
+from fairqueue.roles.function import ScheduledEvent, function_setup, invocation_logging
 
 logger = Logger()
 metrics = Metrics()

@@ -8,8 +8,8 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.metrics.functions import is_metrics_disabled
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from fairqueue.function import ScheduledEvent, function_setup, invocation_logging
-from fairqueue.sweeper import sweep
+from fairqueue.roles.function import ScheduledEvent, function_setup, invocation_logging
+from fairqueue.roles.sweeper import sweep
 
 logger = Logger()
 metrics = Metrics()

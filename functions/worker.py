@@ -13,8 +13,8 @@ from aws_lambda_powertools.utilities.batch.types import PartialItemFailureRespon
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from fairqueue.function import function_setup, invocation_logging
-from fairqueue.worker import doorbell_run
+from fairqueue.roles.function import function_setup, invocation_logging
+from fairqueue.roles.worker import doorbell_run
 
 logger = Logger()
 metrics = Metrics()

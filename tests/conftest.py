@@ -22,9 +22,9 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 import pooler as pooler_support
-from fairqueue import local_pooler
 from fairqueue.db import Connection, connect
-from fairqueue.embedded import embedded_dsn
+from fairqueue.dev import pooler as local_pooler
+from fairqueue.dev.embedded import embedded_dsn
 from fairqueue.migrate import migrate
 
 ROOT = Path(__file__).resolve().parent.parent

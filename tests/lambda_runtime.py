@@ -19,7 +19,7 @@ import traceback
 from pathlib import Path
 from typing import Any, TextIO
 
-from fairqueue.local import LocalContext, load_module
+from fairqueue.dev.lambda_loop import LocalContext, load_module
 
 
 def reply(results: TextIO, message: dict[str, Any]) -> None:

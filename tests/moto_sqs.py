@@ -21,7 +21,7 @@ from pathlib import Path
 import boto3
 import pytest
 
-from fairqueue import local_pooler
+from fairqueue.dev import pooler as local_pooler
 
 REGION = "us-east-1"
 MAX_RECEIVE_COUNT = 3

@@ -1,6 +1,6 @@
 """The suite's pooled run: ``FAIRQUEUE_TEST_POOLER=pgbouncer`` (``make test`` sets it where
 PgBouncer can run) sends the ``dsn`` fixture, what the library connects with, through a
-PgBouncer in transaction mode (``fairqueue.local_pooler``) on a free loopback port, as a member
+PgBouncer in transaction mode (``fairqueue.dev.pooler``) on a free loopback port, as a member
 of ``fairqueue_app``, with ``FAIRQUEUE_POOLER=transaction`` set. Set-up and checks
 (``admin_dsn``, ``conn``) stay direct.
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 
-from fairqueue.local_pooler import why_not
+from fairqueue.dev.pooler import why_not
 
 
 def wanted() -> bool:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-# pgserver reads it at import; as fairqueue.embedded does, give it a private one when unset.
+# pgserver reads it at import; as fairqueue.dev.embedded does, give it a private one when unset.
 os.environ.setdefault("XDG_RUNTIME_DIR", tempfile.mkdtemp(prefix="fairqueue-xdg-"))
 
 import pgserver

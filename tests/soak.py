@@ -36,7 +36,7 @@ from fairqueue import Job, NewJob, Stage, connect, enqueue_many, run_pipeline  #
 from fairqueue.db import Connection  # noqa: E402
 from fairqueue.errors import FairqueueError  # noqa: E402
 from fairqueue.migrate import migrate  # noqa: E402
-from fairqueue.sweeper import sweep  # noqa: E402
+from fairqueue.roles.sweeper import sweep  # noqa: E402
 from private_cluster import private_cluster  # noqa: E402
 
 JOB_TYPE = "soak"

@@ -29,12 +29,13 @@ from openapi_spec_validator import validate as validate_spec
 
 import api_support
 from api_support import DOC, assert_documented, running
-from fairqueue import api, connect, local_pooler
+from fairqueue import api, connect
 from fairqueue.cli import main
 from fairqueue.db import Connection
+from fairqueue.dev import pooler as local_pooler
 from fairqueue.errors import ConfigurationError, InvalidPayload
 from fairqueue.lanes import add_credits, balance, lane_jobs
-from fairqueue.serve import roles_of
+from fairqueue.roles.serve import roles_of
 from fairqueue.stage import known_types
 
 TESTS = Path(__file__).resolve().parents[1]

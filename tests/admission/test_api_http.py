@@ -19,7 +19,7 @@ import pytest
 import api_support
 from api_support import running
 from fairqueue import api
-from fairqueue.api_server import REQUEST_TIMEOUT_S
+from fairqueue.api.server import REQUEST_TIMEOUT_S
 from fairqueue.db import Connection
 
 SECRET = "test-secret-of-the-local-api-0123456789"

@@ -3,14 +3,7 @@ from datetime import datetime, timedelta
 import pytest
 from pydantic import BaseModel, Field
 
-from fairqueue import (
-    InvalidPayload,
-    PayloadTooLarge,
-    Stage,
-    UnknownJobType,
-    connect,
-    enqueue,
-)
+from fairqueue import InvalidPayload, PayloadTooLarge, Stage, UnknownJobType, connect, enqueue
 from support import count, job
 
 

@@ -24,10 +24,9 @@ from fairqueue import (
     connect,
     enqueue,
     enqueue_many,
-    ringing,
 )
 from fairqueue.db import Connection
-from fairqueue.doorbells import Doorbell, MemoryDoorbells
+from fairqueue.doorbells import Doorbell, MemoryDoorbells, ringing
 from fairqueue.inputs import MAX_ENQUEUE_MANY
 from support import count, job, race
 

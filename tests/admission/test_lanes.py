@@ -210,7 +210,7 @@ def test_lane_keys_are_spelled_by_one_helper_only(app, dsn) -> None:
 
 
 def test_a_lost_promotion_is_made_good_by_the_sweeper(dsn, app, conn) -> None:
-    from fairqueue.sweeper import sweep
+    from fairqueue.roles.sweeper import sweep
 
     first = admit(app, "u1", "analysis", {"doc": "a"}, tenant_id="t")
     second = admit(app, "u1", "analysis", {"doc": "b"}, tenant_id="t")

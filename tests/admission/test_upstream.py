@@ -13,9 +13,9 @@ import pytest
 
 from fairqueue import ConfigurationError, InvalidPayload, Job, Stage, connect, run_pipeline
 from fairqueue.doorbells import MemoryDoorbells
+from fairqueue.doorbells.ringing import use_doorbells
 from fairqueue.errors import DuplicateJob, UnknownJob, UpstreamRejected, UpstreamUnavailable
 from fairqueue.lanes import InsufficientCredit, add_credits, admit, balance, promote_next
-from fairqueue.ringing import use_doorbells
 from fairqueue.upstream import HttpUpstream, InProcessUpstream, release_delay, upstream_from_env
 from upstream_service import FakeService
 

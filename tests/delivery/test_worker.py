@@ -13,12 +13,12 @@ import boto3
 import pytest
 
 import doorbell_stages
-from fairqueue import connect, enqueue, ringing
-from fairqueue.doorbells import Doorbell, MemoryDoorbells, SqsDoorbells
+from fairqueue import connect, enqueue
+from fairqueue.dev.lambda_loop import LocalContext, load_module, scheduled_event
+from fairqueue.doorbells import Doorbell, MemoryDoorbells, SqsDoorbells, ringing
 from fairqueue.errors import ConfigurationError
-from fairqueue.local import LocalContext, load_module, scheduled_event
-from fairqueue.sweeper import sweep
-from fairqueue.worker import ring_all
+from fairqueue.roles.sweeper import sweep
+from fairqueue.roles.worker import ring_all
 from support import age_job, job
 
 pytest_plugins = ["moto_sqs"]

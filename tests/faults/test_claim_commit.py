@@ -11,12 +11,12 @@ import pytest
 from psycopg import sql
 
 from fairqueue import Job, NewJob, Stage, connect, enqueue, enqueue_many
-from fairqueue.claim import claim_batch, complete_claimed
 from fairqueue.db import Connection
-from fairqueue.doorbell import Doorbell
+from fairqueue.doorbells.message import Doorbell
 from fairqueue.errors import ConnectionLost
 from fairqueue.migrate import migrate
-from fairqueue.worker import ring_all
+from fairqueue.pipeline.claim import claim_batch, complete_claimed
+from fairqueue.roles.worker import ring_all
 from private_cluster import Cluster, private_cluster
 
 TYPE = "claim_commit"

@@ -16,7 +16,7 @@ import pytest
 from drain_worker import stage as drain_stage
 from fairqueue import NewJob, enqueue_many, run_pipeline
 from fairqueue.db import Connection
-from fairqueue.sweeper import sweep
+from fairqueue.roles.sweeper import sweep
 
 WORKER = Path(__file__).resolve().parents[1] / "drain_worker.py"
 JOBS = 400

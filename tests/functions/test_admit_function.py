@@ -23,11 +23,12 @@ import pytest
 import api_support
 from api_support import DOC, assert_documented
 from conftest import ROOT
-from fairqueue import connect, local_pooler
+from fairqueue import connect
 from fairqueue.api import openapi_document
 from fairqueue.db import Connection
+from fairqueue.dev import pooler as local_pooler
+from fairqueue.dev.lambda_loop import Handler, LocalContext, load_handler
 from fairqueue.lanes import add_credits
-from fairqueue.local import Handler, LocalContext, load_handler
 
 HANDLER_SPEC = f"{ROOT / 'functions' / 'admit.py'}:handler"
 API_ID = "a1b2c3d4e5"

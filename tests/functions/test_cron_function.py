@@ -23,7 +23,7 @@ import cron_stages
 from conftest import ROOT
 from fairqueue import ConfigurationError, define_quota, enqueue
 from fairqueue.db import Connection
-from fairqueue.local import Handler, LocalContext, load_handler, scheduled_event
+from fairqueue.dev.lambda_loop import Handler, LocalContext, load_handler, scheduled_event
 from support import job, runs
 
 HANDLER_SPEC = f"{ROOT / 'functions' / 'cron.py'}:handler"

@@ -23,7 +23,7 @@ from uuid import UUID
 import pytest
 
 import deployed_stages
-import fairqueue.example  # noqa: F401 - declares the example's stages for enqueue
+import fairqueue.dev.example  # noqa: F401 - declares the example's stages for enqueue
 from deployed import (
     EVENTS,
     GENERATED_EVENTS,
@@ -32,11 +32,12 @@ from deployed import (
     http_api_event,
 )
 from deployment import FUNCTIONS, Deployment
-from fairqueue import enqueue, local_pooler
+from fairqueue import enqueue
 from fairqueue.db import Connection
+from fairqueue.dev import pooler as local_pooler
 from fairqueue.doorbells import Doorbell
 from fairqueue.lanes import add_credits
-from fairqueue.worker import WORKER_MARGIN_S
+from fairqueue.roles.worker import WORKER_MARGIN_S
 from support import age_job, job, runs
 
 pytest_plugins = ["moto_sqs", "deployment_fixture"]

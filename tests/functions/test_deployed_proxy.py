@@ -1,6 +1,6 @@
 """The stack with its RDS Proxy (DatabasePooler=rds-proxy): every function connects through the
 proxy's endpoint with the secret's login and port, telling the library a transaction pooler is
-in front. The proxy's stand-in is a PgBouncer in transaction mode (fairqueue.local_pooler)."""
+in front. The proxy's stand-in is a PgBouncer in transaction mode (fairqueue.dev.pooler)."""
 
 from __future__ import annotations
 
@@ -14,10 +14,11 @@ from pathlib import Path
 import pytest
 from psycopg.conninfo import make_conninfo
 
-import fairqueue.example  # noqa: F401 - declares the example's stages for enqueue
+import fairqueue.dev.example  # noqa: F401 - declares the example's stages for enqueue
 from deployment import FUNCTIONS, Deployment
-from fairqueue import enqueue, local_pooler
+from fairqueue import enqueue
 from fairqueue.db import Connection
+from fairqueue.dev import pooler as local_pooler
 from support import job, runs
 
 pytest_plugins = ["moto_sqs", "deployment_fixture"]

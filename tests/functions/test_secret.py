@@ -7,9 +7,9 @@ import boto3
 import pytest
 from psycopg.conninfo import conninfo_to_dict
 
+from fairqueue.dev.lambda_loop import LocalContext, load_module, scheduled_event
 from fairqueue.errors import ConfigurationError
-from fairqueue.function import database_url, dsn_from_secret
-from fairqueue.local import LocalContext, load_module, scheduled_event
+from fairqueue.roles.function import database_url, dsn_from_secret
 
 pytest_plugins = ["moto_sqs"]  # the moto server on loopback
 

@@ -9,7 +9,7 @@ import pytest
 
 from fairqueue import Stage, enqueue, run_pipeline
 from fairqueue.cli import main
-from fairqueue.cli_groups import NO_QUOTAS, QUOTA_COLUMNS
+from fairqueue.cli.groups import NO_QUOTAS, QUOTA_COLUMNS
 from fairqueue.db import Connection
 from fairqueue.quotas import define_quota
 from support import job

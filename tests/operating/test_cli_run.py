@@ -16,7 +16,7 @@ import pytest
 import serve_stages  # noqa: F401 - declares the stages' types in this process too
 from fairqueue import enqueue
 from fairqueue.db import Connection
-from fairqueue.run import ABORTED
+from fairqueue.pipeline.run import ABORTED
 
 ROOT = Path(__file__).resolve().parents[2]
 TESTS = ROOT / "tests"

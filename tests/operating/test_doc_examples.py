@@ -28,7 +28,7 @@ import pytest
 
 import doc_examples
 from doc_examples import SHELL_TAGS, Block
-from fairqueue import local_pooler
+from fairqueue.dev import pooler as local_pooler
 from upstream_service import FakeService
 
 BLOCKS = doc_examples.all_blocks()
@@ -77,7 +77,7 @@ def reader_env(dsn: str, tmp_path: Path) -> dict[str, str]:
     shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m fairqueue "$@"\n')
     shim.chmod(0o755)
     (app_dir / "myapp" / "__init__.py").write_text("")
-    (app_dir / "myapp" / "stages.py").write_text("from fairqueue.example import STAGES\n")
+    (app_dir / "myapp" / "stages.py").write_text("from fairqueue.dev.example import STAGES\n")
     env = {
         name: value
         for name, value in os.environ.items()

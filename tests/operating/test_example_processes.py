@@ -19,11 +19,13 @@ from typing import Any
 import psycopg
 import pytest
 
-from fairqueue import Stage, api, connect, enqueue, example, local_pooler, run_pipeline
+from fairqueue import Stage, api, connect, enqueue, run_pipeline
 from fairqueue.db import Connection
-from fairqueue.dev_upstream import DatabaseUpstream, bind_stages
+from fairqueue.dev import example
+from fairqueue.dev import pooler as local_pooler
+from fairqueue.dev.example import CLICKS, MAX_ANALYSIS_PAGES, SEARCH_QUOTA, check_analysis
+from fairqueue.dev.upstream import DatabaseUpstream, bind_stages
 from fairqueue.errors import ConfigurationError, UpstreamRejected, UpstreamUnavailable
-from fairqueue.example import CLICKS, MAX_ANALYSIS_PAGES, SEARCH_QUOTA, check_analysis
 from fairqueue.lanes import add_credits
 from fairqueue.quotas import define_quota
 

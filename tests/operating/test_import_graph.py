@@ -12,32 +12,64 @@ from pathlib import Path
 import fairqueue
 
 PACKAGE = Path(fairqueue.__file__).parent
-MODULES = frozenset(path.stem for path in PACKAGE.glob("*.py"))
 
 
-def imported_modules(source: str) -> set[str]:
-    """The package's modules that a module's source imports, anywhere in it."""
+def module_name(path: Path) -> str:
+    """A file's module under the package, dotted: ``pipeline.claim``; a folder's ``__init__.py``
+    is the folder (``pipeline``), the package's own is ``""``."""
+    parts = list(path.relative_to(PACKAGE).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+MODULES = frozenset(module_name(path) for path in PACKAGE.rglob("*.py"))
+
+
+def _package_of(module: str, is_package: bool) -> list[str]:
+    parts = module.split(".") if module else []
+    return parts if is_package else parts[:-1]
+
+
+def imported_modules(source: str, module: str = "", *, is_package: bool = True) -> set[str]:
+    """The package's modules that a module's source imports, anywhere in it. ``module`` and
+    ``is_package`` place the source in the package, for its relative imports."""
     found: set[str] = set()
+
+    def add(parts: list[str], names: list[str]) -> None:
+        # ``from a import b``: b is module a.b when there is one (then a's own names are not
+        # read), else a name a defines.
+        base = ".".join(parts)
+        submodules = {f"{base}.{name}" if base else name for name in names}
+        found.update(submodules)
+        if not names or not submodules <= MODULES:
+            found.add(base)
+
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 parts = alias.name.split(".")
-                if parts[0] == "fairqueue" and len(parts) > 1:
-                    found.add(parts[1])
+                if parts[0] == "fairqueue":
+                    add(parts[1:], [])
         elif isinstance(node, ast.ImportFrom):
-            parts = (node.module or "").split(".") if node.module else []
-            if node.level == 1:
-                # from .x import y, or from . import x, y
-                found.update(parts[:1] if parts else (alias.name for alias in node.names))
-            elif node.level == 0 and parts and parts[0] == "fairqueue":
-                found.update(parts[1:2] if len(parts) > 1 else (a.name for a in node.names))
+            names = [alias.name for alias in node.names]
+            parts = node.module.split(".") if node.module else []
+            if node.level > 0:
+                package = _package_of(module, is_package)
+                base = package[: len(package) - (node.level - 1)]
+                add(base + parts, names)
+            elif parts and parts[0] == "fairqueue":
+                add(parts[1:], names)
     return found & MODULES
 
 
 def import_graph() -> dict[str, set[str]]:
     graph = {}
-    for path in sorted(PACKAGE.glob("*.py")):
-        graph[path.stem] = imported_modules(path.read_text(encoding="utf-8")) - {path.stem}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        name = module_name(path)
+        source = path.read_text(encoding="utf-8")
+        imported = imported_modules(source, name, is_package=path.name == "__init__.py")
+        graph[name] = imported - {name}
     return graph
 
 
@@ -62,24 +94,24 @@ def circles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_the_walk_sees_every_kind_of_import() -> None:
     source = (
-        "from . import claim, jobs\n"
-        "from .stage import Stage\n"
+        "from . import claim, executor\n"
+        "from ..stage import Stage\n"
         "import fairqueue.db\n"
         "from fairqueue.errors import ConfigurationError\n"
-        "from fairqueue import ringing\n"
+        "from fairqueue.doorbells import ringing\n"
         "from typing import TYPE_CHECKING\n"
         "if TYPE_CHECKING:\n"
-        "    from .results import Result\n"
+        "    from ..results import Result\n"
         "def late():\n"
-        "    from .lanes import admit\n"
+        "    from ..lanes import admit\n"
     )
-    assert imported_modules(source) == {
-        "claim",
-        "jobs",
+    assert imported_modules(source, "pipeline.run", is_package=False) == {
+        "pipeline.claim",
+        "pipeline.executor",
         "stage",
         "db",
         "errors",
-        "ringing",
+        "doorbells.ringing",
         "results",
         "lanes",
     }
@@ -92,5 +124,16 @@ def test_the_walk_finds_a_circle() -> None:
 def test_the_package_has_no_import_circle() -> None:
     graph = import_graph()
     assert "stage" in graph["results"]  # the walk reads the real package
+    assert "pipeline.claim" in graph["pipeline.run"]  # and its folders
     found = circles(graph)
     assert found == [], "import circles: " + "; ".join(" -> ".join(c) for c in found)
+
+
+def test_the_families_live_in_folders() -> None:
+    top = sorted(path.stem for path in PACKAGE.glob("*.py"))
+    assert len(top) <= 30, top
+    assert [name for name in top if name.startswith(("api_", "cli_", "doorbell"))] == []
+    folders = {module.split(".")[0] for module in MODULES if "." in module}
+    assert folders == {"api", "cli", "dev", "doorbells", "pipeline", "roles"}
+    for folder in folders:  # each folder says what it holds
+        assert ast.get_docstring(ast.parse((PACKAGE / folder / "__init__.py").read_text()))

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 import serve_stages  # declares the stages' types in this process too
-from fairqueue import connect, enqueue, ringing
+from fairqueue import connect, enqueue
+from fairqueue.doorbells import ringing
 
 TESTS = Path(__file__).resolve().parents[1]
 
@@ -157,8 +158,8 @@ def test_an_unknown_role_is_refused(dsn, capsys) -> None:
 
 
 def test_sigterm_mid_sweep_leaves_no_result_without_its_hook(start, dsn, conn) -> None:
-    from fairqueue.backstop import Backstop
     from fairqueue.results import ResultSettings
+    from fairqueue.roles.backstop import Backstop
 
     conn.execute("create table public.hook_calls (job_id uuid)")
     conn.execute("grant insert, select on public.hook_calls to public")

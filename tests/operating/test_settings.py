@@ -60,7 +60,7 @@ def test_defaults_without_any_variable() -> None:
     config = Settings.from_mapping({})
     assert config.max_payload_bytes == 1024 * 1024
     assert config.doorbells is None
-    assert config.stages == "fairqueue.example:STAGES"
+    assert config.stages == "fairqueue.dev.example:STAGES"
     assert config.api_pool_size == 10
     assert not config.production
 
@@ -112,7 +112,7 @@ def test_an_empty_value_counts_as_unset(monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setenv("FAIRQUEUE_MAX_PAYLOAD_BYTES", "")
     assert settings().doorbells is None
     assert settings().max_payload_bytes == 1024 * 1024
-    assert Settings.from_mapping({"FAIRQUEUE_STAGES": ""}).stages == "fairqueue.example:STAGES"
+    assert Settings.from_mapping({"FAIRQUEUE_STAGES": ""}).stages == "fairqueue.dev.example:STAGES"
 
 
 def test_a_mapping_is_read_alone(monkeypatch: pytest.MonkeyPatch) -> None:

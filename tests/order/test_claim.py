@@ -7,8 +7,8 @@ from uuid import UUID
 import pytest
 
 from fairqueue import PLANS, Stage, enqueue
-from fairqueue.claim import claim_batch
 from fairqueue.groups import pause_group, resume_group
+from fairqueue.pipeline.claim import claim_batch
 from fairqueue.plans import set_plan
 from support import age_job, job
 

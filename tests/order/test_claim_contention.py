@@ -10,8 +10,8 @@ from typing import Any
 import psycopg
 
 from fairqueue import Stage, connect, run_pipeline
-from fairqueue.claim import claim_batch
 from fairqueue.db import Connection
+from fairqueue.pipeline.claim import claim_batch
 from support import race
 
 BATCH = 50

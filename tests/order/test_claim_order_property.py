@@ -11,8 +11,8 @@ from collections import Counter
 from hypothesis import HealthCheck, given, settings
 
 from fairqueue import Stage
-from fairqueue.claim import claim_batch
 from fairqueue.db import Connection
+from fairqueue.pipeline.claim import claim_batch
 from order_workloads import Workload, priority, workloads
 from order_workloads import load as load_workload
 

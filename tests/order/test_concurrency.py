@@ -14,9 +14,9 @@ from typing import Any
 from uuid import UUID
 
 from fairqueue import Job, RunResult, Stage, connect, enqueue, run_pipeline
-from fairqueue.claim import ClaimedJob, claim_batch
 from fairqueue.db import Connection
 from fairqueue.groups import pause_group
+from fairqueue.pipeline.claim import ClaimedJob, claim_batch
 from fairqueue.plans import set_plan
 from support import age_job, count_all, runs
 

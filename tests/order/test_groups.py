@@ -11,9 +11,9 @@ import pytest
 
 from conftest import scratch_database
 from fairqueue import Stage, connect, enqueue, migrate, run_pipeline
-from fairqueue.claim import claim_batch
 from fairqueue.db import Connection
 from fairqueue.groups import pause_group, resume_group
+from fairqueue.pipeline.claim import claim_batch
 from schema_catalog import install_release
 from support import job
 

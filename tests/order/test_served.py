@@ -8,7 +8,7 @@ import time
 import pytest
 
 from fairqueue import Stage, enqueue
-from fairqueue.claim import claim_batch, complete_claimed, retry_or_fail
+from fairqueue.pipeline.claim import claim_batch, complete_claimed, retry_or_fail
 
 
 def noop(_job: object) -> None:

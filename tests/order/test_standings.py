@@ -11,9 +11,9 @@ from uuid import UUID
 import pytest
 
 from fairqueue import Stage, connect, enqueue
-from fairqueue.claim import claim_batch, complete_claimed
 from fairqueue.db import Connection
 from fairqueue.groups import pause_group, resume_group
+from fairqueue.pipeline.claim import claim_batch, complete_claimed
 from fairqueue.plans import PLANS, set_plan
 from fairqueue.queries import query
 from fairqueue.stage import FairShare

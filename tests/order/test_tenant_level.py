@@ -13,10 +13,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from fairqueue import PLANS, NewJob, Stage, connect, enqueue, enqueue_many, run_pipeline
-from fairqueue.claim import claim_batch
 from fairqueue.db import Connection
 from fairqueue.errors import ConfigurationError
 from fairqueue.groups import pause_group, resume_group
+from fairqueue.pipeline.claim import claim_batch
 from fairqueue.plans import set_plan
 from order_workloads import Workload, priority, workloads
 from order_workloads import load as load_workload

@@ -7,8 +7,8 @@ from __future__ import annotations
 from uuid import UUID
 
 from fairqueue import Stage, enqueue, run_pipeline
-from fairqueue.claim import claim_batch, complete_claimed
 from fairqueue.db import Connection
+from fairqueue.pipeline.claim import claim_batch, complete_claimed
 from support import age_job, day_of, holder
 
 STAGE = Stage("moves_plain", handler=lambda _job: None)

@@ -4,7 +4,7 @@ from datetime import timedelta
 from typing import Any
 
 from fairqueue import connect, run_pipeline
-from fairqueue.example import STAGES, seed_workload
+from fairqueue.dev.example import STAGES, seed_workload
 from fairqueue.status import open_jobs
 
 # Stops that mean "wait for the clock": nothing due yet, or the quota must reset first.

@@ -10,10 +10,10 @@ from uuid import UUID
 import pytest
 
 from fairqueue import Job, Stage, enqueue, run_pipeline
-from fairqueue.backstop import Backstop
 from fairqueue.db import Connection
-from fairqueue.give_ups import OWED_GRACE_S
-from fairqueue.sweeper import sweep
+from fairqueue.pipeline.give_ups import OWED_GRACE_S
+from fairqueue.roles.backstop import Backstop
+from fairqueue.roles.sweeper import sweep
 from support import job
 
 

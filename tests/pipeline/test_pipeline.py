@@ -8,7 +8,7 @@ import pytest
 from pydantic import BaseModel
 
 from fairqueue import DatabaseUnavailable, Defer, Job, Stage, define_quota, enqueue, run_pipeline
-from fairqueue.claim import claim_batch, complete_claimed, count_completed
+from fairqueue.pipeline.claim import claim_batch, complete_claimed, count_completed
 from support import age_job, count, job, runs
 
 

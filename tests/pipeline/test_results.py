@@ -14,7 +14,6 @@ import psycopg
 import pytest
 
 from fairqueue import Job, Stage, connect, run_pipeline
-from fairqueue.backstop import Backstop
 from fairqueue.errors import ConfigurationError, InvalidPayload, UnknownJob
 from fairqueue.jobs import enqueue
 from fairqueue.lanes import admit
@@ -27,6 +26,7 @@ from fairqueue.results import (
     results_by_writer,
     save_result,
 )
+from fairqueue.roles.backstop import Backstop
 from fairqueue.status import missing_results
 from support import count, day_of, finished_days, holder
 

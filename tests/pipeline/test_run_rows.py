@@ -14,10 +14,10 @@ from psycopg import sql
 
 from conftest import database_name
 from fairqueue import Job, Stage, connect, enqueue, run_pipeline
-from fairqueue.connections import RETRY_DELAYS_S
 from fairqueue.db import Connection
-from fairqueue.run import ABORTED
-from fairqueue.sweeper import sweep
+from fairqueue.pipeline.connections import RETRY_DELAYS_S
+from fairqueue.pipeline.run import ABORTED
+from fairqueue.roles.sweeper import sweep
 from support import job, runs
 
 SWEPT = Stage("run_rows_swept", handler=lambda job: None)

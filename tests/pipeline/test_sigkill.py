@@ -24,9 +24,9 @@ from uuid import UUID
 import pytest
 
 from fairqueue import Job, Stage, enqueue, run_pipeline
-from fairqueue.claim import has_claimable
 from fairqueue.db import Connection
-from fairqueue.sweeper import sweep
+from fairqueue.pipeline.claim import has_claimable
+from fairqueue.roles.sweeper import sweep
 from support import job, runs
 
 WORKER = Path(__file__).resolve().parents[1] / "sigkill_worker.py"

@@ -12,10 +12,10 @@ from collections.abc import Iterator
 import pytest
 
 from fairqueue import connect, migrate
-from fairqueue.backstop import Backstop
 from fairqueue.db import Connection
 from fairqueue.errors import ConfigurationError
-from fairqueue.vacuuming import vacuum_hot_tables
+from fairqueue.roles.backstop import Backstop
+from fairqueue.roles.vacuuming import vacuum_hot_tables
 from private_cluster import newest_cluster
 
 # The hot table's own autovacuum threshold (sql/0039_hot_tables_vacuumed.sql).

@@ -13,8 +13,8 @@ from uuid import UUID
 import psycopg
 import pytest
 
-from fairqueue.claim import claim_batch
 from fairqueue.db import Connection
+from fairqueue.pipeline.claim import claim_batch
 from fairqueue.plans import set_plan
 from fairqueue.stage import FairShare
 

@@ -12,9 +12,9 @@ import pytest
 
 from conftest import scratch_database
 from fairqueue import Stage, enqueue
-from fairqueue.claim import claim_batch, complete_claimed
 from fairqueue.db import Connection, connect
 from fairqueue.migrate import migrate
+from fairqueue.pipeline.claim import claim_batch, complete_claimed
 from schema_catalog import migrate_as_release
 
 # The last release whose jobs table held finished jobs beside open ones.

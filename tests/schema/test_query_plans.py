@@ -11,7 +11,7 @@ from pathlib import Path
 import psycopg
 
 from fairqueue import PLANS, Stage, connect
-from fairqueue.claim import claim_batch
+from fairqueue.pipeline.claim import claim_batch
 from fairqueue.plans import set_plan
 
 

@@ -13,9 +13,9 @@ import pytest
 
 from conftest import scratch_database
 from fairqueue import Stage
-from fairqueue.claim import claim_batch
 from fairqueue.db import connect
 from fairqueue.migrate import migrate
+from fairqueue.pipeline.claim import claim_batch
 from schema_catalog import migrate_as_release
 
 # The last release whose running jobs could be without a lease.

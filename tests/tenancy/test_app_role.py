@@ -15,7 +15,7 @@ from psycopg.conninfo import make_conninfo
 
 from fairqueue import ConfigurationError, Job, Stage, connect, enqueue, run_pipeline
 from fairqueue.db import Connection
-from fairqueue.function import ConnectionCache
+from fairqueue.roles.function import ConnectionCache
 
 SEEN: list[tuple[str, int]] = []
 

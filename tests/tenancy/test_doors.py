@@ -6,8 +6,8 @@ import psycopg
 import pytest
 
 from fairqueue import Stage, connect, enqueue, run_pipeline
-from fairqueue.claim import claim_batch
 from fairqueue.db import Connection
+from fairqueue.pipeline.claim import claim_batch
 from fairqueue.tenancy import tenant_transaction
 
 SERVED = Stage("served_kind", handler=lambda job: None)

@@ -19,14 +19,14 @@ import pytest
 
 import doorbell_stages
 from fairqueue import Defer, Job, Stage, connect, enqueue, run_pipeline
-from fairqueue.backstop import Backstop
 from fairqueue.doorbells import Doorbell
 from fairqueue.errors import UnknownJob
 from fairqueue.groups import pause_group
 from fairqueue.lanes import admit
 from fairqueue.results import Result, ResultSettings, fire_hook, read_result, save_result
+from fairqueue.roles.backstop import Backstop
+from fairqueue.roles.worker import ring_all
 from fairqueue.upstream import InProcessUpstream
-from fairqueue.worker import ring_all
 from support import job
 
 
@@ -315,7 +315,7 @@ def test_a_stop_request_gives_each_tenants_jobs_back_on_a_superuser_login(
 
 
 def test_the_batch_functions_name_each_jobs_tenant(admin, conn) -> None:
-    from fairqueue.claim import claim_batch, complete_claimed, read_jobs
+    from fairqueue.pipeline.claim import claim_batch, complete_claimed, read_jobs
 
     Stage("batched_su", handler=lambda job: None)
     a_job = enqueue(conn, "batched_su", {}, tenant_id="a")

@@ -26,9 +26,9 @@ from .errors import (
 from .jobs import enqueue
 from .migrate import migrate
 from .pipeline import run_pipeline
+from .pipeline.run import RunResult
 from .plans import PLANS, Plan, Plans
 from .quotas import define_quota
-from .run import RunResult
 from .stage import Defer, Job, Stage
 
 __all__ = [

@@ -10,9 +10,8 @@ from uuid import UUID
 
 from pydantic import ValidationError
 
-from . import ringing
 from .db import Connection, after_commit
-from .doorbells import Doorbell
+from .doorbells import Doorbell, ringing
 from .errors import InvalidPayload, PayloadTooLarge, UnknownJobType
 from .inputs import check_attempts, check_delay, check_label, integral_numbers, storable_json
 from .queries import query

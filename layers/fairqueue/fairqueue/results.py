@@ -2,7 +2,7 @@
 
 The handler's return value is the job's output, stored on the job when it is marked done. The
 client that watches the job renders the result from that output and saves it
-(``save_result``): the common path, one write. The backstop sweep (``fairqueue.backstop``)
+(``save_result``): the common path, one write. The backstop sweep (``fairqueue.roles.backstop``)
 saves it for done jobs whose result is still missing after a grace window. Both go through
 ``_record``, and the precedence between them is one SQL statement (``save_result`` in
 ``queries/results.sql``). A stage's ``after_result`` hook fires once per row version that lands,

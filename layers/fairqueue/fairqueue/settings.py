@@ -27,7 +27,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from .errors import ConfigurationError
 
-DEFAULT_STAGES: Final = "fairqueue.example:STAGES"
+DEFAULT_STAGES: Final = "fairqueue.dev.example:STAGES"
 
 DoorbellChoice = Literal["sqs", "postgres", "memory"]
 Pooler = Literal["none", "transaction"]

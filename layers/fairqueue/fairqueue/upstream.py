@@ -6,7 +6,7 @@ errors. ``release`` starts the work once the job holds its lane. Release must be
 the same id may be released again after a crash between the call and its record.
 
 Adapters: ``HttpUpstream`` (the service speaks the small JSON protocol below);
-``fairqueue.dev_upstream.DatabaseUpstream``, a development stand-in whose held work is kept in
+``fairqueue.dev.upstream.DatabaseUpstream``, a development stand-in whose held work is kept in
 the database, so every process on it shares it; and ``InProcessUpstream``, held work in one
 process's memory, for tests. ``FAIRQUEUE_ENV=production`` refuses both stand-ins.
 

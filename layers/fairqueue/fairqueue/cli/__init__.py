@@ -1,0 +1,232 @@
+"""The ``fairqueue`` command."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+
+from .. import api
+from ..db import connect
+from ..dev import lambda_loop
+from ..errors import FairqueueError
+from ..jobs import enqueue
+from ..migrate import migrate
+from ..plans import PLANS
+from ..roles import cron, function, serve
+from ..roles.stopping import stop_on_signals
+from ..runs import recent_runs
+from ..settings import settings
+from . import credits, groups, jobs, top
+from .common import (
+    RUN_COLUMNS,
+    app_connection,
+    count_argument,
+    migrated_database,
+    print_run,
+    print_run_header,
+    print_status,
+    read_payload,
+    resolve_database,
+)
+from .log_lines import json_logs
+
+__all__ = ["RUN_COLUMNS", "build_parser", "main"]
+
+
+def cmd_migrate(args: argparse.Namespace) -> int:
+    with connect(resolve_database(args)) as conn:
+        applied = migrate(conn)
+    print("applied: " + ", ".join(applied) if applied else "up to date")
+    return 0
+
+
+def cmd_enqueue(args: argparse.Namespace) -> int:
+    function.load_stages(args.stages)  # declaring the stages makes their types known
+    payload = read_payload(args.payload)
+    with app_connection(args) as conn:
+        job_id = enqueue(
+            conn,
+            args.type,
+            payload,
+            tenant_id=args.tenant,
+            group_id=args.group,
+            dedupe_key=args.dedupe_key,
+        )
+    print(job_id if job_id is not None else "deduplicated: an open job has that key")
+    return 0
+
+
+def cmd_tick(args: argparse.Namespace) -> int:
+    from ..roles import startup  # tick and serve alone prepare their stages' database
+
+    json_logs("fairqueue-tick")
+    dsn = migrated_database(args)
+    stages = function.load_stages(args.stages)
+    startup.prepare(stages, dsn)
+    cache = function.ConnectionCache(lambda: dsn)
+    event = function.ScheduledEvent.parse(lambda_loop.scheduled_event())
+    try:
+        result = cron.invoke(cache, stages, event, lambda_loop.LocalContext())
+    finally:
+        cache.close()
+    print(json.dumps(cron.CronAnswer.of(result).model_dump(), indent=2))
+    return 0 if result.stop_reason != "error" else 1
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from ..roles import startup  # tick and serve alone prepare their stages' database
+
+    role = args.role or settings().role
+    serve.roles_of(role)
+    dsn = migrated_database(args)
+    stages = function.load_stages(args.stages)
+    startup.prepare(stages, dsn)
+    stop = threading.Event()
+
+    def abort(signum: int) -> None:
+        # Each role is a thread that cannot be interrupted: the process ends here, its jobs
+        # left to their leases and its open run rows to the sweeper.
+        print(f"fairqueue serve: {signal.Signals(signum).name}: aborted", file=sys.stderr)
+        sys.stderr.flush()
+        os._exit(128 + signum)
+
+    json_logs(f"fairqueue-serve-{role}")
+    stop_on_signals(stop, "fairqueue serve: finishing the work in flight", abort)
+    print(f"fairqueue serve: role {role}", file=sys.stderr, flush=True)
+    ok = serve.serve(
+        role,
+        dsn,
+        stages,
+        stop,
+        cron_interval_s=args.cron_interval,
+        sweep_interval_s=args.sweep_interval,
+    )
+    return 0 if ok else 1
+
+
+def cmd_token(args: argparse.Namespace) -> int:
+    token = api.mint_token(
+        api.api_secret(),
+        tenant_id=args.tenant,
+        lane=args.lane,
+        ttl_s=args.ttl,
+        names=api.ClaimNames.from_env(),
+    )
+    print(token)
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    with app_connection(args) as conn:
+        print_status(conn)
+    return 0
+
+
+def cmd_runs(args: argparse.Namespace) -> int:
+    with app_connection(args) as conn:
+        print_run_header()
+        for run in recent_runs(conn, args.limit):
+            print_run(run)
+    return 0
+
+
+def cmd_plans(args: argparse.Namespace) -> int:
+    print(PLANS.table())
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    # Only the local loop loads the example, so no other command imports its stages.
+    from .demo import cmd_run as run_loop
+
+    return run_loop(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    # --database-url is taken before or after the command: each subcommand shares it, and a
+    # value given in either place is kept (SUPPRESS: an absent one does not overwrite it).
+    database = argparse.ArgumentParser(add_help=False)
+    database.add_argument(
+        "--database-url",
+        default=argparse.SUPPRESS,
+        help="default: DATABASE_URL, else the embedded Postgres",
+    )
+    stages_help = "module:attribute of the stage list (default FAIRQUEUE_STAGES, else the example)"
+    parser = argparse.ArgumentParser(prog="fairqueue", description=__doc__, parents=[database])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def command(name: str, help_text: str) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=help_text, description=help_text, parents=[database])
+
+    command("migrate", "apply the schema migrations").set_defaults(func=cmd_migrate)
+
+    p = command("enqueue", "enqueue one job")
+    p.add_argument("type")
+    p.add_argument("payload", help="a JSON object, @FILE for a file's content, or - for stdin")
+    p.add_argument("--tenant")
+    p.add_argument("--group")
+    p.add_argument("--dedupe-key")
+    p.add_argument("--stages", help=stages_help)
+    p.set_defaults(func=cmd_enqueue)
+
+    p = command("tick", "one invocation, as the scheduled Lambda runs it")
+    p.add_argument("--stages", help=stages_help)
+    p.set_defaults(func=cmd_tick)
+
+    p = command("run", "the local loop: invoke the cron handler until drained")
+    p.add_argument("--handler", default="functions/cron.py:handler")
+    p.add_argument("--stages", help=stages_help)
+    p.add_argument("--interval", type=float, default=3.0, help="seconds between invocations")
+    p.add_argument("--seed", type=int, default=7, help="seed of the example workload")
+    p.add_argument("--no-seed", action="store_true", help="do not enqueue the example workload")
+    p.set_defaults(func=cmd_run)
+
+    p = command("serve", "run the cron, worker, sweeper, backstop and API roles as one process")
+    p.add_argument(
+        "--role",
+        help="cron, worker, sweeper, backstop, api or all (default FAIRQUEUE_ROLE, else all;"
+        " all includes api when FAIRQUEUE_API_SECRET is set)",
+    )
+    p.add_argument("--stages", help=stages_help)
+    p.add_argument("--cron-interval", type=float, default=serve.CRON_INTERVAL_S, help="seconds")
+    p.add_argument("--sweep-interval", type=float, default=serve.SWEEP_INTERVAL_S, help="seconds")
+    p.set_defaults(func=cmd_serve)
+
+    p = command("token", "print a token for the local API (FAIRQUEUE_API_SECRET)")
+    p.add_argument("--tenant", required=True, help="the tenant the token acts for")
+    p.add_argument("--lane", required=True, help="the caller's lane")
+    p.add_argument("--ttl", type=int, default=api.DEFAULT_TOKEN_TTL_S, help="seconds it is valid")
+    p.set_defaults(func=cmd_token)
+
+    command("status", "backlog, stuck and failed per type").set_defaults(func=cmd_status)
+
+    p = command("runs", "the last runs, newest first")
+    p.add_argument("--limit", type=count_argument, default=20, help="how many (default 20)")
+    p.set_defaults(func=cmd_runs)
+
+    command("plans", "the plans and how they rank").set_defaults(func=cmd_plans)
+    jobs.add_commands(command, database, stages_help)
+    top.add_commands(command)
+    credits.add_commands(command, database)
+    groups.add_commands(command, database)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except FairqueueError as exc:
+        print(f"fairqueue: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

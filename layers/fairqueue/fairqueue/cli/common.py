@@ -1,0 +1,148 @@
+"""What every ``fairqueue`` command shares: where the database is, a connection that has checked
+the schema, payloads from an argument, a file or stdin, and plain text tables."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from ..db import Connection, connect
+from ..dev.embedded import embedded_dsn
+from ..errors import DatabaseUnavailable, InvalidPayload
+from ..migrate import require_migrated
+from ..results import ResultSettings
+from ..runs import RunRow
+from ..settings import settings
+from ..status import missing_results, queue_status
+
+EMBEDDED_DATA_DIR = Path(".pgdata")
+
+
+def resolve_database(args: argparse.Namespace) -> str:
+    """--database-url, else DATABASE_URL, else (outside production) the embedded Postgres."""
+    url: str | None = getattr(args, "database_url", None) or settings().database_url
+    if url:
+        return url
+    if settings().production:
+        raise DatabaseUnavailable("FAIRQUEUE_ENV=production needs DATABASE_URL or --database-url")
+    print(f"no DATABASE_URL: using the embedded Postgres in {EMBEDDED_DATA_DIR}/", file=sys.stderr)
+    return embedded_dsn(EMBEDDED_DATA_DIR)
+
+
+def migrated_database(args: argparse.Namespace) -> str:
+    """The database's DSN, once it is known to be migrated (for commands that connect later)."""
+    dsn = resolve_database(args)
+    with connect(dsn, as_app_role=True) as conn:
+        require_migrated(conn)
+    return dsn
+
+
+@contextmanager
+def app_connection(args: argparse.Namespace, *, autocommit: bool = False) -> Iterator[Connection]:
+    """A connection as the application role to a database the migrations have reached: one that
+    was never migrated is refused with what to do, not a missing table's error."""
+    with connect(resolve_database(args), autocommit=autocommit, as_app_role=True) as conn:
+        require_migrated(conn)
+        if not autocommit:
+            conn.commit()
+        yield conn
+
+
+def read_payload(text: str) -> Any:
+    """A JSON document given as itself, as ``@path`` (a file's content) or as ``-`` (stdin), so
+    that a payload larger than the command line allows can still be given."""
+    if text == "-":
+        source, where = sys.stdin.read(), "stdin"
+    elif text.startswith("@"):
+        path = Path(text[1:])
+        try:
+            source = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise InvalidPayload(f"cannot read the payload file {str(path)!r}: {exc}") from None
+        where = str(path)
+    else:
+        source, where = text, "the payload"
+    try:
+        return json.loads(source)
+    except json.JSONDecodeError as exc:
+        raise InvalidPayload(f"{where} is not valid JSON: {exc}") from None
+
+
+def whole_number_argument(least: int) -> Callable[[str], int]:
+    """An argparse type: a whole number of at least ``least``."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if value < least:
+            raise argparse.ArgumentTypeError(f"must be at least {least}, got {value}")
+        return value
+
+    return parse
+
+
+count_argument = whole_number_argument(1)
+
+
+def text_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """Columns padded to their widest cell, a rule under the header; numbers to the right."""
+    cells = [[str(c) for c in header], *[["-" if c is None else str(c) for c in r] for r in rows]]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    numeric = [
+        any(isinstance(r[i], int | float) for r in rows)
+        and all(isinstance(r[i], int | float) or r[i] is None for r in rows)
+        for i in range(len(header))
+    ]
+
+    def line(row: Sequence[str]) -> str:
+        return "  ".join(
+            c.rjust(w) if right else c.ljust(w)
+            for c, w, right in zip(row, widths, numeric, strict=True)
+        ).rstrip()
+
+    return "\n".join([line(cells[0]), "  ".join("-" * w for w in widths), *map(line, cells[1:])])
+
+
+RUN_COLUMNS = ("started", "trigger", "stop_reason", "done", "failed", "deferred", "units", "secs")
+
+
+def print_run_header(*, open_left: bool = False) -> None:
+    """The runs table's header; ``open_left`` adds the column of jobs the queue still holds."""
+    line = "{:<19} {:<9} {:<16} {:>5} {:>6} {:>8} {:>5} {:>6}".format(*RUN_COLUMNS)
+    print(line + (" {:>6}".format("open") if open_left else ""))
+
+
+def print_run(run: RunRow, open_left: int | None = None) -> None:
+    """One run's row; ``open_left``: the jobs still open in the queue once it closed."""
+    seconds = (run.finished_at - run.started_at).total_seconds() if run.finished_at else 0.0
+    print(
+        f"{run.started_at:%Y-%m-%d %H:%M:%S} {run.trigger:<9} {run.stop_reason or 'open':<16}"
+        f" {run.jobs_done:>5} {run.jobs_failed:>6} {run.jobs_deferred:>8} {run.quota_units:>5}"
+        f" {seconds:>6.1f}"
+        + (f" {open_left:>6}" if open_left is not None else "")
+        + (f"  error: {run.error}" if run.error else "")
+    )
+
+
+def print_status(conn: Connection) -> None:
+    rows = queue_status(conn)
+    header = ("type", "queued", "backlog", "scheduled", "running", "stuck", "failed", "done")
+    print("{:<12} {:>6} {:>7} {:>9} {:>7} {:>5} {:>6} {:>6}".format(*header))
+    for r in rows:
+        print(
+            f"{r.type:<12} {r.queued:>6} {r.backlog:>7} {r.scheduled:>9} {r.running:>7}"
+            f" {r.stuck:>5} {r.failed:>6} {r.done:>6}"
+        )
+    missing = missing_results(conn, grace_s=ResultSettings.from_env().grace_s)
+    print(
+        f"results missing: {missing.within_grace} within the grace window,"
+        f" {missing.under_an_hour} under an hour, {missing.under_a_day} under a day,"
+        f" {missing.older} older"
+    )

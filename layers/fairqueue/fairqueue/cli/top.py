@@ -1,0 +1,129 @@
+"""``fairqueue top``: the queue at a glance, redrawn every second until Ctrl-C."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import psycopg
+
+from ..db import Connection
+from ..errors import ConfigurationError, DatabaseUnavailable
+from ..overview import Overview, ServedGroup, overview
+from .common import app_connection
+
+if TYPE_CHECKING:
+    from rich.console import RenderableType
+
+
+def add_commands(command: Callable[[str, str], argparse.ArgumentParser]) -> None:
+    p = command("top", "a live view of the queue, redrawn every second (Ctrl-C to leave)")
+    p.add_argument(
+        "--interval", type=interval_argument, default=1.0, help="seconds between views (1)"
+    )
+    p.add_argument("--once", action="store_true", help="print one view and exit")
+    p.set_defaults(func=cmd_top)
+
+
+def interval_argument(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0.1 <= value <= 3600:
+        raise argparse.ArgumentTypeError(f"must be from 0.1 to 3600 seconds, got {value:g}")
+    return value
+
+
+def cmd_top(args: argparse.Namespace) -> int:
+    try:
+        from rich.console import Console
+        from rich.live import Live
+    except ImportError:
+        raise ConfigurationError(
+            "fairqueue top draws with rich, which is not installed: pip install 'fairqueue[top]'"
+        ) from None
+    with app_connection(args, autocommit=True) as conn:
+        if args.once:
+            Console().print(render(_look(conn)))
+            return 0
+        try:
+            with Live(render(_look(conn)), auto_refresh=False) as live:
+                while True:
+                    time.sleep(args.interval)
+                    live.update(render(_look(conn)), refresh=True)
+        except KeyboardInterrupt:
+            return 0
+
+
+def _look(conn: Connection) -> Overview:
+    try:
+        return overview(conn)
+    except psycopg.OperationalError as exc:
+        raise DatabaseUnavailable(f"lost the database: {exc}") from None
+
+
+def render(view: Overview) -> RenderableType:
+    from rich.columns import Columns
+    from rich.console import Group
+    from rich.table import Table
+
+    types = Table(title=f"jobs by type at {view.taken_at:%H:%M:%S %Z}", title_justify="left")
+    for name in ("type", "queued", "backlog", "scheduled", "running", "stuck", "failed", "done"):
+        types.add_column(name, justify="left" if name == "type" else "right")
+    for t in view.types:
+        types.add_row(
+            t.type,
+            str(t.queued),
+            str(t.backlog),
+            str(t.scheduled),
+            str(t.running),
+            f"[red]{t.stuck}[/]" if t.stuck else "0",
+            f"[red]{t.failed}[/]" if t.failed else "0",
+            str(t.done),
+        )
+
+    runs = Table(title="last runs", title_justify="left")
+    for name in ("started", "trigger", "stop reason", "done", "failed", "deferred", "secs"):
+        runs.add_column(
+            name, justify="right" if name in ("done", "failed", "deferred", "secs") else "left"
+        )
+    runs.add_column("error", overflow="ellipsis", max_width=60)
+    for r in view.runs:
+        secs = (r.finished_at - r.started_at).total_seconds() if r.finished_at else None
+        reason = r.stop_reason or "[yellow]open[/]"
+        runs.add_row(
+            f"{r.started_at:%H:%M:%S}",
+            r.trigger,
+            f"[red]{reason}[/]" if reason == "error" else reason,
+            str(r.jobs_done),
+            str(r.jobs_failed),
+            str(r.jobs_deferred),
+            "" if secs is None else f"{secs:.1f}",
+            r.error or "",
+        )
+
+    return Group(
+        types,
+        runs,
+        Columns(
+            [
+                _groups("most served (day)", view.most_served),
+                _groups("least served, work waiting", view.least_served),
+            ]
+        ),
+    )
+
+
+def _groups(title: str, groups: list[ServedGroup]) -> RenderableType:
+    from rich.table import Table
+
+    table = Table(title=title, title_justify="left")
+    table.add_column("type")
+    table.add_column("group")
+    table.add_column("served", justify="right")
+    for g in groups:
+        table.add_row(g.type, g.group_key + ("" if g.waiting else " [dim](idle)[/]"), str(g.served))
+    return table

@@ -1,0 +1,184 @@
+"""One process, many roles: the same code paths as the Lambda functions, for running elsewhere.
+
+``fairqueue serve --role cron|worker|sweeper|backstop|api|all`` (or ``FAIRQUEUE_ROLE``). Each
+role is a loop in a thread; a stop request (SIGTERM, Ctrl-C) lets each finish what it is doing:
+the cron run finishes its job in flight, gives back what it claimed but had not started, and
+closes its run row; the worker finishes the doorbells it took; the backstop finishes the batch
+of results it recorded, hooks included; the API answers the requests in flight. The backstop
+has a thread of its own so that the sweeper's lease recovery never waits behind a slow hook.
+``all`` includes the API only when ``FAIRQUEUE_API_SECRET`` is set: without it, it could not
+verify a token. How long a stop request waits is ``fairqueue.roles.stopping``'s to bound.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, Final
+
+import boto3
+
+from .. import api
+from ..doorbells import Doorbell, MemoryDoorbells, PostgresListener, ringing
+from ..errors import ConfigurationError, InvalidDoorbell
+from ..pipeline import run_pipeline
+from ..settings import settings
+from ..stage import Stage
+from .backstop import Backstop
+from .sweeper import sweep
+from .worker import ring_all
+
+log = logging.getLogger("fairqueue.serve")
+
+ROLES: Final = ("cron", "worker", "sweeper", "backstop", "all", "api")
+CRON_INTERVAL_S: Final = 300.0
+SWEEP_INTERVAL_S: Final = 60.0
+# How long a worker waits for doorbells before it looks at the stop flag again.
+POLL_S: Final = 1.0
+
+
+def roles_of(role: str) -> list[str]:
+    if role not in ROLES:
+        raise ConfigurationError(
+            f"--role (FAIRQUEUE_ROLE) must be one of {', '.join(ROLES)}; got {role!r}"
+        )
+    if role == "api":
+        api.api_secret()  # refuses to start without a usable secret
+    if role == "all":
+        # The API joins only when it has a secret to verify its tokens with.
+        with_api = settings().api_secret is not None
+        return ["cron", "worker", "sweeper", "backstop", *(["api"] if with_api else [])]
+    return [role]
+
+
+def serve(
+    role: str,
+    dsn: str,
+    stages: Sequence[Stage],
+    stop: threading.Event,
+    *,
+    cron_interval_s: float = CRON_INTERVAL_S,
+    sweep_interval_s: float = SWEEP_INTERVAL_S,
+) -> bool:
+    """Run the role's loops until ``stop`` is set; returns once each has wound down, True when
+    none of them stopped on an error."""
+    ringing.check_configuration()
+    roles = roles_of(role)
+    loops: dict[str, Callable[[], None]] = {
+        "cron": lambda: _every(cron_interval_s, stop, lambda: _cron(dsn, stages, stop)),
+        "sweeper": lambda: _every(sweep_interval_s, stop, lambda: _sweep(dsn, stages)),
+        "worker": lambda: _work(dsn, stages, stop),
+    }
+    if "backstop" in roles:
+        backstop = Backstop(dsn, stages)  # settings are read (and checked) before any start
+        loops["backstop"] = lambda: _every(sweep_interval_s, stop, lambda: _rescue(backstop, stop))
+    if "api" in roles:
+        # Listening before any thread starts: a taken port or a bad secret stops the start.
+        server = api.ApiServer(api.api_address(), dsn, secret=api.api_secret())
+        print(f"fairqueue serve: the API listens on {server.url}", file=sys.stderr, flush=True)
+        loops["api"] = lambda: _answer(server, stop)
+    failed: list[str] = []
+    threads = [
+        threading.Thread(target=_guarded(name, loops[name], stop, failed), name=f"fq-{name}")
+        for name in roles
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return not failed
+
+
+def _guarded(
+    name: str, loop: Callable[[], None], stop: threading.Event, failed: list[str]
+) -> Callable[[], None]:
+    def run() -> None:
+        try:
+            loop()
+        except Exception:
+            # One broken role stops the others: a supervisor restarts the whole process.
+            log.exception("the %s loop stopped on an error; stopping the process", name)
+            failed.append(name)
+            stop.set()
+
+    return run
+
+
+def _every(interval_s: float, stop: threading.Event, step: Callable[[], None]) -> None:
+    while not stop.is_set():
+        step()
+        stop.wait(interval_s)
+
+
+def _cron(dsn: str, stages: Sequence[Stage], stop: threading.Event) -> None:
+    result = run_pipeline(dsn, stages, trigger="serve", stop=stop)
+    log.info("cron run %s: %s, %d done", result.run_id, result.stop_reason, result.jobs_done)
+
+
+def _sweep(dsn: str, stages: Sequence[Stage]) -> None:
+    result = sweep(dsn, stages)
+    log.info("sweep %s: %d republished", result.run_id, result.republished)
+
+
+def _rescue(backstop: Backstop, stop: threading.Event) -> None:
+    result = backstop.rescue(stop)
+    if result is not None:
+        log.info("backstop: %d results written, %d hooks fired", result.written, result.hooks_fired)
+
+
+def _work(dsn: str, stages: Sequence[Stage], stop: threading.Event) -> None:
+    for doorbells in _doorbell_batches(dsn, stop):
+        if doorbells:
+            ring_all(dsn, stages, doorbells)
+
+
+def _answer(server: api.ApiServer, stop: threading.Event) -> None:
+    """Serve requests until a stop is requested; closing waits for those in flight."""
+    with server:
+        server.serve_until(stop)
+
+
+def _doorbell_batches(dsn: str, stop: threading.Event) -> Iterator[list[Doorbell]]:
+    """Doorbells as they arrive, in small batches, until a stop is requested."""
+    config = settings()
+    kind = config.doorbells or "memory"
+    if kind == "postgres":
+        with PostgresListener(dsn) as listener:
+            while not stop.is_set():
+                yield list(listener.doorbells(POLL_S, stop_after=10))
+    elif kind == "sqs":
+        if not config.doorbell_queue_url:
+            raise ConfigurationError("FAIRQUEUE_DOORBELLS=sqs needs FAIRQUEUE_DOORBELL_QUEUE_URL")
+        yield from _sqs_batches(config.doorbell_queue_url, stop)
+    else:
+        adapter = ringing.adapter_for(None)
+        if not isinstance(adapter, MemoryDoorbells):
+            raise ConfigurationError(f"no way to receive doorbells from {adapter.name!r}")
+        while not stop.is_set():
+            bell = adapter.receive(POLL_S)
+            yield [bell] if bell is not None else []
+
+
+def _sqs_batches(queue_url: str, stop: threading.Event) -> Iterator[list[Doorbell]]:
+    """Long-polls the queue; a message is deleted once its doorbell was handled. A malformed
+    one stays, to reach the dead-letter queue after its receives run out."""
+    client: Any = boto3.client("sqs")
+    try:
+        while not stop.is_set():
+            messages = client.receive_message(
+                QueueUrl=queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=int(POLL_S) or 1
+            ).get("Messages", [])
+            doorbells, handled = [], []
+            for message in messages:
+                try:
+                    doorbells.append(Doorbell.parse(message["Body"]))
+                    handled.append(message)
+                except InvalidDoorbell as exc:
+                    log.warning("malformed doorbell %s: %s", message["MessageId"], exc)
+            yield doorbells
+            for message in handled:
+                client.delete_message(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"])
+    finally:
+        client.close()

@@ -1,0 +1,45 @@
+"""Stop requests for the local runners, ``fairqueue run`` and ``fairqueue serve``.
+
+The first SIGINT or SIGTERM asks the work in flight to finish (the job whose handler runs, then
+the run row); the rest of a claimed batch is given back. A second signal, or the first one's
+grace running out (``FAIRQUEUE_STOP_GRACE_S``, 25 s: inside the 30 s most container platforms
+allow between SIGTERM and SIGKILL), aborts at once: ``fairqueue run`` gives back the jobs whose
+handlers had not started and closes its run row as aborted; ``fairqueue serve`` ends the process,
+its open run rows left to the sweeper. Jobs whose handlers had started are left to their leases.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable
+from types import FrameType
+
+from ..settings import settings
+
+
+def stop_on_signals(stop: threading.Event, announce: str, abort: Callable[[int], None]) -> None:
+    """Set ``stop`` on the first SIGINT or SIGTERM and print ``announce``; call ``abort`` with
+    the signal's number on the main thread at a second one or when the grace runs out."""
+    grace_s = settings().stop_grace_s
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        if stop.is_set():
+            abort(signum)
+            return
+        print(
+            f"\n{announce} (again to abort; aborts by itself after {grace_s:g} s)",
+            file=sys.stderr,
+            flush=True,
+        )
+        stop.set()
+        # The grace ends as if the signal came again: a real one, which also wakes a main
+        # thread blocked waiting for its roles' threads.
+        timer = threading.Timer(grace_s, os.kill, args=(os.getpid(), signum))
+        timer.daemon = True
+        timer.start()
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
