@@ -20,7 +20,7 @@ $(STAMP): pyproject.toml
 run: install
 	$(BIN)/fairqueue run --handler functions/cron.py:handler
 
-# The suite's second, pooled run (tests/pooler.py): what a pooler in transaction mode changes
+# The suite's second, pooled run (tests/support/pooler.py): what a pooler in transaction mode changes
 # for the library, where PgBouncer is installed.
 POOLED_TESTS := tests/order tests/pipeline tests/tenancy tests/admission/test_lanes.py \
 	tests/delivery tests/faults tests/operating/test_pooler.py
@@ -31,7 +31,7 @@ TEST_PROCESSES ?= 2
 
 test: install
 	$(BIN)/pytest -n $(TEST_PROCESSES)
-	@if $(BIN)/python tests/pooler.py; then \
+	@if $(BIN)/python tests/support/pooler.py; then \
 		FAIRQUEUE_TEST_POOLER=pgbouncer $(BIN)/pytest -n $(TEST_PROCESSES) $(POOLED_TESTS); \
 	fi
 
@@ -51,9 +51,9 @@ format: install
 bench: install
 	$(BIN)/python -m bench
 
-# Faults for ten minutes on a private cluster: kills, dropped connections, restarts (tests/soak.py).
+# Faults for ten minutes on a private cluster: kills, dropped connections, restarts (tests/support/soak.py).
 soak: install
-	$(BIN)/python tests/soak.py --min-faults 100
+	$(BIN)/python tests/support/soak.py --min-faults 100
 
 build: install
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/sam build --template template.yaml

@@ -19,15 +19,14 @@ from typing import Any, cast
 import psycopg
 import pytest
 from psycopg import sql
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg.conninfo import make_conninfo
 
-import pooler as pooler_support
 from fairqueue.db import Connection, connect
 from fairqueue.dev import pooler as local_pooler
 from fairqueue.dev.embedded import embedded_dsn
 from fairqueue.migrate import migrate
-
-ROOT = Path(__file__).resolve().parent.parent
+from support import pooler as pooler_support
+from support.databases import dsn_for
 
 
 @pytest.fixture(scope="session")
@@ -39,24 +38,6 @@ def server_dsn() -> Iterator[str]:
         return
     with tempfile.TemporaryDirectory(prefix="fairqueue-test-pg-") as data_dir:
         yield embedded_dsn(Path(data_dir))
-
-
-def dsn_for(base: str, dbname: str) -> str:
-    return make_conninfo(base, dbname=dbname)
-
-
-@contextmanager
-def scratch_database(server_dsn: str, name: str) -> Iterator[str]:
-    """An empty database of this name on the server, made afresh; dropped afterwards."""
-    drop = sql.SQL("drop database if exists {} (force)").format(sql.Identifier(name))
-    with psycopg.connect(server_dsn, autocommit=True) as admin:
-        admin.execute(drop)
-        admin.execute(sql.SQL("create database {}").format(sql.Identifier(name)))
-    try:
-        yield dsn_for(server_dsn, name)
-    finally:
-        with psycopg.connect(server_dsn, autocommit=True) as admin:
-            admin.execute(drop)
 
 
 # The suite may run in several processes (pytest-xdist), each with its own template, against
@@ -179,10 +160,6 @@ def conn(admin_dsn: str) -> Iterator[Connection]:
     at rows across tenants."""
     with connect(admin_dsn, autocommit=True) as c:
         yield c
-
-
-def database_name(dsn: str) -> str:
-    return str(conninfo_to_dict(dsn)["dbname"])
 
 
 @pytest.fixture(autouse=True)

@@ -27,8 +27,6 @@ import jwt
 import pytest
 from openapi_spec_validator import validate as validate_spec
 
-import api_support
-from api_support import DOC, assert_documented, running
 from fairqueue import api, connect
 from fairqueue.cli import main
 from fairqueue.db import Connection
@@ -37,6 +35,8 @@ from fairqueue.errors import ConfigurationError, InvalidPayload
 from fairqueue.lanes import add_credits, balance, lane_jobs
 from fairqueue.roles.serve import roles_of
 from fairqueue.stage import known_types
+from support import api_support
+from support.api_support import DOC, assert_documented, running
 
 TESTS = Path(__file__).resolve().parents[1]
 SECRET = "test-secret-of-the-local-api-0123456789"
@@ -1177,7 +1177,7 @@ def serve_api(dsn: str, **env: str) -> subprocess.Popen[str]:
         env={
             **os.environ,
             "PYTHONPATH": str(TESTS),
-            "FAIRQUEUE_STAGES": "api_support:STAGES",
+            "FAIRQUEUE_STAGES": "support.api_support:STAGES",
             **env,
         },
         stdout=subprocess.PIPE,

@@ -37,7 +37,7 @@ def fuzzed_api(dsn: str, tmp_path: Path) -> Iterator[str]:
     log = tmp_path / "server.log"
     with log.open("w") as server_log:
         server = subprocess.Popen(
-            [sys.executable, str(TESTS / "api_fuzz_server.py"), dsn, str(port_file)],
+            [sys.executable, str(TESTS / "support" / "api_fuzz_server.py"), dsn, str(port_file)],
             env=env,
             stdout=subprocess.DEVNULL,
             stderr=server_log,

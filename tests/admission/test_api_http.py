@@ -16,11 +16,11 @@ from typing import Any
 import psycopg
 import pytest
 
-import api_support
-from api_support import running
 from fairqueue import api
 from fairqueue.api.server import REQUEST_TIMEOUT_S
 from fairqueue.db import Connection
+from support import api_support
+from support.api_support import running
 
 SECRET = "test-secret-of-the-local-api-0123456789"
 

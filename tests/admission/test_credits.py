@@ -17,7 +17,7 @@ from fairqueue.db import Connection
 from fairqueue.errors import InvalidPayload
 from fairqueue.lanes import Admission, InsufficientCredit, add_credits, admit, balance, refund
 from fairqueue.tenancy import tenant_scope
-from support import race
+from support.rows import race
 
 PAID = Stage("paid_report", handler=lambda job: None, credit_cost=5)
 LOGINS = ["application role", "superuser"]

@@ -4,7 +4,7 @@ import pytest
 from pydantic import BaseModel, Field
 
 from fairqueue import InvalidPayload, PayloadTooLarge, Stage, UnknownJobType, connect, enqueue
-from support import count, job
+from support.rows import count, job
 
 
 class Page(BaseModel):

@@ -28,7 +28,7 @@ from fairqueue import (
 from fairqueue.db import Connection
 from fairqueue.doorbells import Doorbell, MemoryDoorbells, ringing
 from fairqueue.inputs import MAX_ENQUEUE_MANY
-from support import count, job, race
+from support.rows import count, job, race
 
 
 class Page(BaseModel):

@@ -10,7 +10,6 @@ import psycopg
 import pytest
 from pydantic import BaseModel
 
-import support
 from fairqueue import InvalidPayload, Job, Stage, TenantMismatch, connect, run_pipeline
 from fairqueue.lanes import (
     InsufficientCredit,
@@ -24,6 +23,7 @@ from fairqueue.lanes import (
 )
 from fairqueue.tenancy import clamp_callers_transaction
 from fairqueue.upstream import InProcessUpstream
+from support import rows as support
 
 PACKAGE = Path(__file__).resolve().parents[2] / "layers" / "fairqueue" / "fairqueue"
 

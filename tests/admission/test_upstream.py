@@ -17,7 +17,7 @@ from fairqueue.doorbells.ringing import use_doorbells
 from fairqueue.errors import DuplicateJob, UnknownJob, UpstreamRejected, UpstreamUnavailable
 from fairqueue.lanes import InsufficientCredit, add_credits, admit, balance, promote_next
 from fairqueue.upstream import HttpUpstream, InProcessUpstream, release_delay, upstream_from_env
-from upstream_service import FakeService
+from support.upstream_service import FakeService
 
 
 def refuse_short_docs(job_type: str, payload: dict[str, Any]) -> None:

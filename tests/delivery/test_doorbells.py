@@ -35,9 +35,9 @@ from fairqueue.doorbells import (
 from fairqueue.errors import ConfigurationError, FairqueueError
 
 if TYPE_CHECKING:
-    from moto_sqs import SqsQueues
+    from support.moto_sqs import SqsQueues
 
-pytest_plugins = ["moto_sqs"]
+pytest_plugins = ["support.moto_sqs"]
 
 JOB = uuid.UUID("6f1c0d3e-2d1a-4c1e-9f5e-1a2b3c4d5e6f")
 

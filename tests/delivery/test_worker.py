@@ -12,16 +12,16 @@ from typing import Any
 import boto3
 import pytest
 
-import doorbell_stages
 from fairqueue import connect, enqueue
 from fairqueue.dev.lambda_loop import LocalContext, load_module, scheduled_event
 from fairqueue.doorbells import Doorbell, MemoryDoorbells, SqsDoorbells, ringing
 from fairqueue.errors import ConfigurationError
 from fairqueue.roles.sweeper import sweep
 from fairqueue.roles.worker import ring_all
-from support import age_job, job
+from support import doorbell_stages
+from support.rows import age_job, job
 
-pytest_plugins = ["moto_sqs"]
+pytest_plugins = ["support.moto_sqs"]
 
 STAGES = doorbell_stages.STAGES
 ROOT_FUNCTIONS = Path(__file__).resolve().parents[2] / "functions"
@@ -174,7 +174,7 @@ def load_function(dsn, sqs_queue, monkeypatch) -> Iterator[LoadFunction]:
 
     def load(name: str) -> Any:
         monkeypatch.setenv("DATABASE_URL", dsn)
-        monkeypatch.setenv("FAIRQUEUE_STAGES", "doorbell_stages:STAGES")
+        monkeypatch.setenv("FAIRQUEUE_STAGES", "support.doorbell_stages:STAGES")
         monkeypatch.setenv("FAIRQUEUE_DOORBELLS", "sqs")
         monkeypatch.setenv("FAIRQUEUE_DOORBELL_QUEUE_URL", sqs_queue.url)
         monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", f"fairqueue-{name}")

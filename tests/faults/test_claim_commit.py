@@ -17,7 +17,7 @@ from fairqueue.errors import ConnectionLost
 from fairqueue.migrate import migrate
 from fairqueue.pipeline.claim import claim_batch, complete_claimed
 from fairqueue.roles.worker import ring_all
-from private_cluster import Cluster, private_cluster
+from support.private_cluster import Cluster, private_cluster
 
 TYPE = "claim_commit"
 Stage(TYPE, handler=lambda job: None)

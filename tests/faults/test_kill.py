@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from drain_worker import stage as drain_stage
 from fairqueue import NewJob, enqueue_many, run_pipeline
 from fairqueue.db import Connection
 from fairqueue.roles.sweeper import sweep
+from support.drain_worker import stage as drain_stage
 
-WORKER = Path(__file__).resolve().parents[1] / "drain_worker.py"
+WORKER = Path(__file__).resolve().parents[1] / "support" / "drain_worker.py"
 JOBS = 400
 KILLS = 6
 

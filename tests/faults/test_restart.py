@@ -11,7 +11,7 @@ import pytest
 
 from fairqueue import Job, NewJob, RunResult, Stage, connect, enqueue_many, run_pipeline
 from fairqueue.migrate import migrate
-from private_cluster import private_cluster
+from support.private_cluster import private_cluster
 
 JOBS = 500
 

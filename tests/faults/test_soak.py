@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-SOAK = Path(__file__).resolve().parents[1] / "soak.py"
+SOAK = Path(__file__).resolve().parents[1] / "support" / "soak.py"
 
 
 @pytest.mark.timeout(240)
@@ -32,4 +32,4 @@ def test_the_soak_runs_faults_and_reports_nothing_lost() -> None:
     assert figures["jobs"] == figures["done"] == 800
     assert figures["lost"] == figures["written twice"] == figures["runs left open"] == 0
     assert figures["faults"] >= 1
-    assert finished.stdout.rstrip().endswith("soak: passed")
+    assert finished.stdout.rstrip().endswith("support.soak: passed")

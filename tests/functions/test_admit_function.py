@@ -20,15 +20,15 @@ from typing import Any
 
 import pytest
 
-import api_support
-from api_support import DOC, assert_documented
-from conftest import ROOT
 from fairqueue import connect
 from fairqueue.api import openapi_document
 from fairqueue.db import Connection
 from fairqueue.dev import pooler as local_pooler
 from fairqueue.dev.lambda_loop import Handler, LocalContext, load_handler
 from fairqueue.lanes import add_credits
+from support import api_support
+from support.api_support import DOC, assert_documented
+from support.databases import ROOT
 
 HANDLER_SPEC = f"{ROOT / 'functions' / 'admit.py'}:handler"
 API_ID = "a1b2c3d4e5"
@@ -45,7 +45,7 @@ def load_admit(dsn: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[LoadAdmit]
 
     def load(database_url: str = dsn, **env: str) -> Handler:
         monkeypatch.setenv("DATABASE_URL", database_url)
-        monkeypatch.setenv("FAIRQUEUE_STAGES", "api_support:STAGES")
+        monkeypatch.setenv("FAIRQUEUE_STAGES", "support.api_support:STAGES")
         monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", "fairqueue-admit")
         for name in ("FAIRQUEUE_TENANT_CLAIM", "FAIRQUEUE_LANE_CLAIM", "FAIRQUEUE_ENV"):
             monkeypatch.delenv(name, raising=False)

@@ -19,12 +19,12 @@ from uuid import UUID
 
 import pytest
 
-import cron_stages
-from conftest import ROOT
 from fairqueue import ConfigurationError, define_quota, enqueue
 from fairqueue.db import Connection
 from fairqueue.dev.lambda_loop import Handler, LocalContext, load_handler, scheduled_event
-from support import job, runs
+from support import cron_stages
+from support.databases import ROOT
+from support.rows import job, runs
 
 HANDLER_SPEC = f"{ROOT / 'functions' / 'cron.py'}:handler"
 ANSWER_KEYS = {"runId", "stopReason", "jobsDone", "jobsFailed", "jobsDeferred", "units", "error"}
@@ -37,7 +37,7 @@ def load_cron(dsn: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[LoadCron]:
     """Loads cron.py afresh (module-level STAGES and connection cache) under a Lambda-like env."""
     loaded: list[Handler] = []
 
-    def load(stages: str = "cron_stages:STAGES") -> Handler:
+    def load(stages: str = "support.cron_stages:STAGES") -> Handler:
         monkeypatch.setenv("DATABASE_URL", dsn)
         monkeypatch.setenv("FAIRQUEUE_STAGES", stages)
         monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", "fairqueue-cron")
@@ -210,7 +210,7 @@ def test_a_run_with_less_time_left_than_a_batch_needs_claims_nothing(
     load_cron: LoadCron, conn: Connection
 ) -> None:
     slow = add(conn, "cronfn_slow", {})
-    handler = load_cron("cron_stages:SLOW_STAGES")
+    handler = load_cron("support.cron_stages:SLOW_STAGES")
     # 16 s left, 15 s kept back for closing the run: about 1 s, and the stage's batch needs 5 s.
     answer = handler(scheduled_event(), LocalContext(timeout_s=16))
     assert answer["stopReason"] == "time_budget"
@@ -235,7 +235,7 @@ def test_a_slow_stage_with_no_work_does_not_stop_the_stages_after_it(
     # batch fits. Here the slow stage (5 s batches) is empty and the echo stage after it needs
     # no time bound, so ~1 s of budget is enough to do the echo job.
     echo = add(conn, "cronfn_echo", {})
-    handler = load_cron("cron_stages:SLOW_FIRST_STAGES")
+    handler = load_cron("support.cron_stages:SLOW_FIRST_STAGES")
     answer = handler(scheduled_event(), LocalContext(timeout_s=16))
     assert job(conn, echo)["status"] == "done"
     assert (answer["stopReason"], answer["jobsDone"]) == ("no_work", 1)

@@ -22,25 +22,19 @@ from uuid import UUID
 
 import pytest
 
-import deployed_stages
 import fairqueue.dev.example  # noqa: F401 - declares the example's stages for enqueue
-from deployed import (
-    EVENTS,
-    GENERATED_EVENTS,
-    Invocation,
-    generated_event,
-    http_api_event,
-)
-from deployment import FUNCTIONS, Deployment
 from fairqueue import enqueue
 from fairqueue.db import Connection
 from fairqueue.dev import pooler as local_pooler
 from fairqueue.doorbells import Doorbell
 from fairqueue.lanes import add_credits
 from fairqueue.roles.worker import WORKER_MARGIN_S
-from support import age_job, job, runs
+from support import deployed_stages
+from support.deployed import EVENTS, GENERATED_EVENTS, Invocation, generated_event, http_api_event
+from support.deployment import FUNCTIONS, Deployment
+from support.rows import age_job, job, runs
 
-pytest_plugins = ["moto_sqs", "deployment_fixture"]
+pytest_plugins = ["support.moto_sqs", "support.deployment_fixture"]
 
 TESTS = Path(__file__).resolve().parents[1]
 # The tenant whose data must never reach a trace.
@@ -259,7 +253,7 @@ def test_the_worker_starts_no_job_it_cannot_finish_before_its_deadline(
     deployment: Deployment, conn: Connection
 ) -> None:
     slow = [add(conn, "slow_bell", {"n": n}, tenant_id=TENANT) for n in range(10)]
-    worker = deployment.start("WorkerFunction", StagesSpec="deployed_stages:STAGES")
+    worker = deployment.start("WorkerFunction", StagesSpec="support.deployed_stages:STAGES")
     event = deployment.doorbells([bell(job_id) for job_id in slow])
     left_s = WORKER_MARGIN_S + 3.5 * deployed_stages.SLOW_JOB_S
 

@@ -15,13 +15,13 @@ import pytest
 from psycopg.conninfo import make_conninfo
 
 import fairqueue.dev.example  # noqa: F401 - declares the example's stages for enqueue
-from deployment import FUNCTIONS, Deployment
 from fairqueue import enqueue
 from fairqueue.db import Connection
 from fairqueue.dev import pooler as local_pooler
-from support import job, runs
+from support.deployment import FUNCTIONS, Deployment
+from support.rows import job, runs
 
-pytest_plugins = ["moto_sqs", "deployment_fixture"]
+pytest_plugins = ["support.moto_sqs", "support.deployment_fixture"]
 
 ROOT = Path(__file__).resolve().parents[2]
 WITH_PROXY = {

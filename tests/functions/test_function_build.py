@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from deployed import ROOT, load_template
+from support.deployed import ROOT, load_template
 
 FUNCTIONS = ROOT / "functions"
 

@@ -11,7 +11,7 @@ from fairqueue.dev.lambda_loop import LocalContext, load_module, scheduled_event
 from fairqueue.errors import ConfigurationError
 from fairqueue.roles.function import database_url, dsn_from_secret
 
-pytest_plugins = ["moto_sqs"]  # the moto server on loopback
+pytest_plugins = ["support.moto_sqs"]  # the moto server on loopback
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -6,14 +6,14 @@ from uuid import UUID, uuid4
 
 import pytest
 
-import jobs_stages
 from fairqueue import enqueue, run_pipeline
 from fairqueue.cancelling import cancel_job
 from fairqueue.cli import main
 from fairqueue.db import Connection, connect
 from fairqueue.errors import JobNotCancellable, UnknownJob
 from fairqueue.lanes import add_credits, admit, balance
-from support import race
+from support import jobs_stages
+from support.rows import race
 
 STAGES = [jobs_stages.LOOKED_AT]
 

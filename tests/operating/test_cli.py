@@ -16,16 +16,16 @@ from uuid import UUID
 
 import pytest
 
-import cron_stages
-from conftest import scratch_database
 from fairqueue import enqueue, run_pipeline
 from fairqueue.cli import RUN_COLUMNS, main
 from fairqueue.db import Connection
 from fairqueue.migrate import migrations
 from fairqueue.plans import PLANS
-from support import count, count_all, runs
+from support import cron_stages
+from support.databases import scratch_database
+from support.rows import count, count_all, runs
 
-STAGES = "cron_stages:CLI_STAGES"
+STAGES = "support.cron_stages:CLI_STAGES"
 UUID_LINE = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 
 

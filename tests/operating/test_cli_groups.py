@@ -12,7 +12,7 @@ from fairqueue.cli import main
 from fairqueue.cli.groups import NO_QUOTAS, QUOTA_COLUMNS
 from fairqueue.db import Connection
 from fairqueue.quotas import define_quota
-from support import job
+from support.rows import job
 
 GROUPED = Stage("cli_groups_echo", handler=lambda job: None, batch=10)
 

@@ -8,7 +8,6 @@ from uuid import UUID, uuid4
 
 import pytest
 
-import jobs_stages
 from fairqueue import enqueue, run_pipeline
 from fairqueue.cli import main
 from fairqueue.db import Connection, connect
@@ -17,8 +16,9 @@ from fairqueue.lanes import admit
 from fairqueue.plans import set_plan
 from fairqueue.quotas import define_quota
 from fairqueue.results import save_result
+from support import jobs_stages
 
-STAGES = "jobs_stages:JOBS_STAGES"
+STAGES = "support.jobs_stages:JOBS_STAGES"
 
 
 @pytest.fixture(autouse=True)

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-import serve_stages  # noqa: F401 - declares the stages' types in this process too
 from fairqueue import enqueue
 from fairqueue.db import Connection
 from fairqueue.pipeline.run import ABORTED
+from support import serve_stages  # noqa: F401 - declares the stages' types in this process too
 
 ROOT = Path(__file__).resolve().parents[2]
 TESTS = ROOT / "tests"
@@ -32,7 +32,7 @@ def start_run(dsn: str, *extra: str, started: Path | None = None) -> subprocess.
             "--database-url",
             dsn,
             "--stages",
-            "serve_stages:RUN_STAGES",
+            "support.serve_stages:RUN_STAGES",
             "--no-seed",
             "--interval",
             "0.2",
@@ -119,7 +119,7 @@ def test_production_with_the_users_stages_never_loads_the_example(
         "PYTHONPATH": str(TESTS),
         "FAIRQUEUE_ENV": "production",
         "DATABASE_URL": dsn,
-        "FAIRQUEUE_STAGES": "serve_stages:RUN_STAGES",
+        "FAIRQUEUE_STAGES": "support.serve_stages:RUN_STAGES",
     }
     env.pop("FAIRQUEUE_UPSTREAM_URL", None)
 

@@ -10,11 +10,11 @@ import time
 
 import pytest
 
-import jobs_stages
 from fairqueue import enqueue, run_pipeline
 from fairqueue.cli import main
 from fairqueue.db import Connection
 from fairqueue.groups import pause_group
+from support import jobs_stages
 
 
 def test_once_shows_types_runs_and_the_most_and_least_served_groups(

@@ -26,10 +26,10 @@ from typing import Any
 import psycopg
 import pytest
 
-import doc_examples
-from doc_examples import SHELL_TAGS, Block
 from fairqueue.dev import pooler as local_pooler
-from upstream_service import FakeService
+from support import doc_examples
+from support.doc_examples import SHELL_TAGS, Block
+from support.upstream_service import FakeService
 
 BLOCKS = doc_examples.all_blocks()
 RUN = [block for block in BLOCKS if block.tag in doc_examples.RUN_TAGS]

@@ -6,13 +6,13 @@ from uuid import UUID, uuid4
 
 import pytest
 
-import jobs_stages
 from fairqueue import enqueue, run_pipeline
 from fairqueue.cli import main
 from fairqueue.db import Connection, connect
 from fairqueue.errors import DuplicateJob, JobNotRetryable, UnknownJob
 from fairqueue.lanes import add_credits, admit
 from fairqueue.retrying import retry_job
+from support import jobs_stages
 
 
 def failed_once(conn: Connection, dsn: str, **labels: str) -> UUID:

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-import serve_stages  # declares the stages' types in this process too
 from fairqueue import connect, enqueue
 from fairqueue.doorbells import ringing
+from support import serve_stages  # declares the stages' types in this process too
 
 TESTS = Path(__file__).resolve().parents[1]
 
@@ -40,7 +40,7 @@ def start(dsn: str, monkeypatch) -> Iterator[Callable[..., subprocess.Popen[str]
             **os.environ,
             "PYTHONPATH": str(TESTS),
             "FAIRQUEUE_DOORBELLS": "postgres",
-            "FAIRQUEUE_STAGES": "serve_stages:STAGES",
+            "FAIRQUEUE_STAGES": "support.serve_stages:STAGES",
             **extra_env,
         }
         process = subprocess.Popen(

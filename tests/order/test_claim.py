@@ -10,7 +10,7 @@ from fairqueue import PLANS, Stage, enqueue
 from fairqueue.groups import pause_group, resume_group
 from fairqueue.pipeline.claim import claim_batch
 from fairqueue.plans import set_plan
-from support import age_job, job
+from support.rows import age_job, job
 
 
 def noop(_job: object) -> None:

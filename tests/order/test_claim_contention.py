@@ -12,7 +12,7 @@ import psycopg
 from fairqueue import Stage, connect, run_pipeline
 from fairqueue.db import Connection
 from fairqueue.pipeline.claim import claim_batch
-from support import race
+from support.rows import race
 
 BATCH = 50
 

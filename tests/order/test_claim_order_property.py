@@ -13,8 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from fairqueue import Stage
 from fairqueue.db import Connection
 from fairqueue.pipeline.claim import claim_batch
-from order_workloads import Workload, priority, workloads
-from order_workloads import load as load_workload
+from support.order_workloads import Workload, priority, workloads
+from support.order_workloads import load as load_workload
 
 Stage("ordered", handler=lambda _job: None)
 

@@ -18,7 +18,7 @@ from fairqueue.db import Connection
 from fairqueue.groups import pause_group
 from fairqueue.pipeline.claim import ClaimedJob, claim_batch
 from fairqueue.plans import set_plan
-from support import age_job, count_all, runs
+from support.rows import age_job, count_all, runs
 
 JOIN_TIMEOUT_S = 60
 

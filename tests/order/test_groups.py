@@ -9,13 +9,13 @@ from collections.abc import Iterator
 
 import pytest
 
-from conftest import scratch_database
 from fairqueue import Stage, connect, enqueue, migrate, run_pipeline
 from fairqueue.db import Connection
 from fairqueue.groups import pause_group, resume_group
 from fairqueue.pipeline.claim import claim_batch
-from schema_catalog import install_release
-from support import job
+from support.databases import scratch_database
+from support.rows import job
+from support.schema_catalog import install_release
 
 GROUPED = Stage("grouped", handler=lambda job: None, batch=10)
 

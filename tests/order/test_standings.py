@@ -17,7 +17,7 @@ from fairqueue.pipeline.claim import claim_batch, complete_claimed
 from fairqueue.plans import PLANS, set_plan
 from fairqueue.queries import query
 from fairqueue.stage import FairShare
-from support import race, wait_until_waiting_on_a_lock
+from support.rows import race, wait_until_waiting_on_a_lock
 
 STAGE = Stage("standing", handler=lambda _job: None)
 

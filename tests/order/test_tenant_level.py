@@ -18,9 +18,9 @@ from fairqueue.errors import ConfigurationError
 from fairqueue.groups import pause_group, resume_group
 from fairqueue.pipeline.claim import claim_batch
 from fairqueue.plans import set_plan
-from order_workloads import Workload, priority, workloads
-from order_workloads import load as load_workload
-from support import race, wait_until_waiting_on_a_lock
+from support.order_workloads import Workload, priority, workloads
+from support.order_workloads import load as load_workload
+from support.rows import race, wait_until_waiting_on_a_lock
 
 Stage("by_tenant", handler=lambda _job: None, fair_share="tenant")
 

@@ -9,7 +9,7 @@ from uuid import UUID
 from fairqueue import Stage, enqueue, run_pipeline
 from fairqueue.db import Connection
 from fairqueue.pipeline.claim import claim_batch, complete_claimed
-from support import age_job, day_of, holder
+from support.rows import age_job, day_of, holder
 
 STAGE = Stage("moves_plain", handler=lambda _job: None)
 MOVE = "select fairqueue.move_finished(100, interval '1 s') as n"

@@ -10,7 +10,7 @@ import pytest
 
 from fairqueue import Job, Stage, connect, define_quota, enqueue, run_pipeline
 from fairqueue.db import Connection
-from support import job, runs
+from support.rows import job, runs
 
 pytestmark = pytest.mark.direct_only(
     "the pooler keeps the client's connection when its backend is killed and gives the next"

@@ -13,7 +13,7 @@ import pytest
 
 from fairqueue import Job, RunResult, Stage, enqueue, run_pipeline
 from fairqueue.db import Connection
-from support import job
+from support.rows import job
 
 WAIT_S = 30.0
 

@@ -7,7 +7,7 @@ from uuid import UUID
 
 from fairqueue import Stage, connect, enqueue
 from fairqueue.db import Connection
-from support import day_of, finished_days
+from support.rows import day_of, finished_days
 
 STAGE = Stage("days_plain", handler=lambda _job: None)
 MOVE = "select fairqueue.move_finished(100, interval '50 milliseconds') as n"

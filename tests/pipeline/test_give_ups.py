@@ -14,7 +14,7 @@ from fairqueue.db import Connection
 from fairqueue.pipeline.give_ups import OWED_GRACE_S
 from fairqueue.roles.backstop import Backstop
 from fairqueue.roles.sweeper import sweep
-from support import job
+from support.rows import job
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ from pydantic import BaseModel
 
 from fairqueue import DatabaseUnavailable, Defer, Job, Stage, define_quota, enqueue, run_pipeline
 from fairqueue.pipeline.claim import claim_batch, complete_claimed, count_completed
-from support import age_job, count, job, runs
+from support.rows import age_job, count, job, runs
 
 
 class Always(Exception):

@@ -12,7 +12,7 @@ import pytest
 from fairqueue import Job, Stage, define_quota, enqueue, run_pipeline
 from fairqueue.db import Connection
 from fairqueue.errors import FairqueueError
-from support import job, runs
+from support.rows import job, runs
 
 DAY = timedelta(days=1)
 

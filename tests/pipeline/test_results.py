@@ -28,7 +28,7 @@ from fairqueue.results import (
 )
 from fairqueue.roles.backstop import Backstop
 from fairqueue.status import missing_results
-from support import count, day_of, finished_days, holder
+from support.rows import count, day_of, finished_days, holder
 
 GRACE = ResultSettings(grace_s=0.3)
 

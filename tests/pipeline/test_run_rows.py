@@ -12,13 +12,13 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from conftest import database_name
 from fairqueue import Job, Stage, connect, enqueue, run_pipeline
 from fairqueue.db import Connection
 from fairqueue.pipeline.connections import RETRY_DELAYS_S
 from fairqueue.pipeline.run import ABORTED
 from fairqueue.roles.sweeper import sweep
-from support import job, runs
+from support.databases import database_name
+from support.rows import job, runs
 
 SWEPT = Stage("run_rows_swept", handler=lambda job: None)
 

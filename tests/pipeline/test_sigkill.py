@@ -27,9 +27,9 @@ from fairqueue import Job, Stage, enqueue, run_pipeline
 from fairqueue.db import Connection
 from fairqueue.pipeline.claim import has_claimable
 from fairqueue.roles.sweeper import sweep
-from support import job, runs
+from support.rows import job, runs
 
-WORKER = Path(__file__).resolve().parents[1] / "sigkill_worker.py"
+WORKER = Path(__file__).resolve().parents[1] / "support" / "sigkill_worker.py"
 READY_TIMEOUT_S = 30.0
 
 

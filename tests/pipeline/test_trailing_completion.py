@@ -13,7 +13,7 @@ import pytest
 
 from fairqueue import Job, Stage, connect, enqueue, run_pipeline
 from fairqueue.db import Connection
-from support import runs
+from support.rows import runs
 
 BATCH = 3
 

@@ -16,7 +16,7 @@ from fairqueue.db import Connection
 from fairqueue.errors import ConfigurationError
 from fairqueue.roles.backstop import Backstop
 from fairqueue.roles.vacuuming import vacuum_hot_tables
-from private_cluster import newest_cluster
+from support.private_cluster import newest_cluster
 
 # The hot table's own autovacuum threshold (sql/0039_hot_tables_vacuumed.sql).
 JOBS_THRESHOLD = 10_000

@@ -10,12 +10,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from conftest import scratch_database
 from fairqueue import Stage, enqueue
 from fairqueue.db import Connection, connect
 from fairqueue.migrate import migrate
 from fairqueue.pipeline.claim import claim_batch, complete_claimed
-from schema_catalog import migrate_as_release
+from support.databases import scratch_database
+from support.schema_catalog import migrate_as_release
 
 # The last release whose jobs table held finished jobs beside open ones.
 RELEASE = "fb9ae89"

@@ -22,7 +22,7 @@ def test_migrate_twice_applies_nothing_the_second_time(admin_dsn: str) -> None:
 
 @pytest.fixture
 def empty_dsn(server_dsn: str) -> str:
-    from conftest import scratch_database
+    from support.databases import scratch_database
 
     with scratch_database(server_dsn, f"fq_empty_migrate_{os.getpid()}") as dsn:
         yield dsn

@@ -11,12 +11,12 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 
-from conftest import scratch_database
 from fairqueue import Stage
 from fairqueue.db import connect
 from fairqueue.migrate import migrate
 from fairqueue.pipeline.claim import claim_batch
-from schema_catalog import migrate_as_release
+from support.databases import scratch_database
+from support.schema_catalog import migrate_as_release
 
 # The last release whose running jobs could be without a lease.
 RELEASE = "787e672"

@@ -13,10 +13,10 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from conftest import scratch_database
 from fairqueue import connect, migrate
 from fairqueue.migrate import definitions, migrations
-from schema_catalog import differences, install_release, schema_of
+from support.databases import scratch_database
+from support.schema_catalog import differences, install_release, schema_of
 
 # The first commit that shipped migrations, the last before the tenant boundary work, and the last
 # whose migrations still carried function bodies. Deployments may stand at any of them.

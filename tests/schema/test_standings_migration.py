@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import re
 
-from conftest import ROOT
 from fairqueue import Stage, enqueue
 from fairqueue.db import Connection
 from fairqueue.groups import pause_group
 from fairqueue.plans import set_plan
+from support.databases import ROOT
 
 STAGE = Stage("stood", handler=lambda _job: None)
 STANDING = "type, group_key, tenant_id, plan, paused, head_created_at, head_id, wake_at"

@@ -17,7 +17,6 @@ from uuid import UUID
 import psycopg
 import pytest
 
-import doorbell_stages
 from fairqueue import Defer, Job, Stage, connect, enqueue, run_pipeline
 from fairqueue.doorbells import Doorbell
 from fairqueue.errors import UnknownJob
@@ -27,7 +26,8 @@ from fairqueue.results import Result, ResultSettings, fire_hook, read_result, sa
 from fairqueue.roles.backstop import Backstop
 from fairqueue.roles.worker import ring_all
 from fairqueue.upstream import InProcessUpstream
-from support import job
+from support import doorbell_stages
+from support.rows import job
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from psycopg.types.json import Jsonb
 from fairqueue import Job, Stage, connect, enqueue, run_pipeline
 from fairqueue.lanes import add_credits
 from fairqueue.tenancy import TenantMismatch, tenant_transaction
-from support import finished_days
+from support.rows import finished_days
 
 
 def noop(_job: object) -> None:

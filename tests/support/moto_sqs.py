@@ -1,9 +1,10 @@
 """SQS for tests: a moto server on loopback, spoken to over real HTTP.
 
-Use it from a test module with ``pytest_plugins = ["moto_sqs"]`` (and import nothing else from
-it at run time: pytest must import it first to rewrite its asserts), then ask for ``sqs_queue``
-(a fresh queue with a dead-letter queue, and the AWS environment pointing at the server),
-``moto_server_url`` (the server alone) or ``closed_endpoint`` (a URL where nothing listens).
+Use it from a test module with ``pytest_plugins = ["support.moto_sqs"]`` (and import nothing
+else from it at run time: pytest must import it first to rewrite its asserts), then ask for
+``sqs_queue`` (a fresh queue with a dead-letter queue, and the AWS environment pointing at the
+server), ``moto_server_url`` (the server alone) or ``closed_endpoint`` (a URL where nothing
+listens).
 """
 
 from __future__ import annotations

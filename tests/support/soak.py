@@ -30,14 +30,14 @@ from pathlib import Path
 import psycopg
 
 HERE = Path(__file__).resolve()
-sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE.parents[1]))  # tests/, for the support package
 
 from fairqueue import Job, NewJob, Stage, connect, enqueue_many, run_pipeline  # noqa: E402
 from fairqueue.db import Connection  # noqa: E402
 from fairqueue.errors import FairqueueError  # noqa: E402
 from fairqueue.migrate import migrate  # noqa: E402
 from fairqueue.roles.sweeper import sweep  # noqa: E402
-from private_cluster import private_cluster  # noqa: E402
+from support.private_cluster import private_cluster  # noqa: E402
 
 JOB_TYPE = "soak"
 
@@ -252,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
         or found["runs left open"]
         or found["faults"] < args.min_faults
     )
-    print("soak: FAILED" if broken else "soak: passed")
+    print("support.soak: FAILED" if broken else "support.soak: passed")
     return 1 if broken else 0
 
 

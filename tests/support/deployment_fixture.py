@@ -1,5 +1,5 @@
 """The ``deployment`` fixture (tests/deployment.py), as a plugin a test module names:
-``pytest_plugins = ["moto_sqs", "deployment_fixture"]``."""
+``pytest_plugins = ["support.moto_sqs", "support.deployment_fixture"]``."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-import deployed_stages
-from deployment import Deployment
+from support import deployed_stages
+from support.deployment import Deployment
 
 
 @pytest.fixture

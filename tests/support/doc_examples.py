@@ -26,7 +26,7 @@ import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 RUN_TAGS = frozenset({"python", "sh", "bash", "shell", "console", "sql"})
 SHELL_TAGS = frozenset({"sh", "bash", "shell"})

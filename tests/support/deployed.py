@@ -32,9 +32,9 @@ from typing import Any
 
 import yaml
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE_PATH = ROOT / "template.yaml"
-EVENTS = Path(__file__).resolve().parent / "events"
+EVENTS = ROOT / "tests" / "events"
 
 # The generator commands behind each kept event (``sam local generate-event <service> <event>``).
 GENERATED_EVENTS = {

@@ -11,8 +11,8 @@ import os
 import sys
 from pathlib import Path
 
-import fuzz_stages
 from fairqueue import api
+from support import fuzz_stages
 
 assert fuzz_stages.STAGES
 

@@ -2,7 +2,7 @@
 Manager and SQS, an upstream service, a UDP socket where the X-Ray daemon would be, and each
 function a process of its own with exactly the environment the template gives it. A test
 module takes the ``deployment`` fixture with
-``pytest_plugins = ["moto_sqs", "deployment_fixture"]``."""
+``pytest_plugins = ["support.moto_sqs", "support.deployment_fixture"]``."""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ from typing import Any
 
 import boto3
 
-from deployed import (
+from fairqueue.doorbells import Doorbell
+from support.deployed import (
     REGION,
     FunctionProcess,
     Invocation,
@@ -26,10 +27,9 @@ from deployed import (
     scheduler_event,
     sqs_event,
 )
-from fairqueue.doorbells import Doorbell
-from upstream_service import FakeService
+from support.upstream_service import FakeService
 
-TESTS = Path(__file__).resolve().parent
+TESTS = Path(__file__).resolve().parents[1]
 # Every function the template deploys, by logical id.
 FUNCTIONS = (
     "CronFunction",

@@ -16,7 +16,7 @@ import pytest
 from psycopg import sql
 from psycopg.rows import dict_row
 
-from conftest import ROOT
+from support.databases import ROOT
 
 _QUERIES: dict[str, LiteralString] = {
     "schema": """
