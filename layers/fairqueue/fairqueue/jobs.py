@@ -15,11 +15,9 @@ from .doorbells import Doorbell, ringing
 from .errors import InvalidPayload, PayloadTooLarge, UnknownJobType
 from .inputs import check_attempts, check_delay, check_label, integral_numbers, storable_json
 from .queries import query
-from .settings import Settings, settings
+from .settings import settings
 from .stage import Stage, known_stage, known_types
 from .tenancy import mismatch_of
-
-DEFAULT_MAX_PAYLOAD_BYTES = Settings.model_fields["max_payload_bytes"].default
 
 
 def max_payload_bytes() -> int:

@@ -20,7 +20,6 @@ STOP_REASONS: tuple[StopReason, ...] = (
     "quota_exhausted",
     "error",
 )
-HEALTHY_STOPS = frozenset(STOP_REASONS) - {"error"}
 
 
 @dataclass

@@ -17,9 +17,6 @@ from psycopg.pq import TransactionStatus
 from .db import Connection
 from .errors import InvalidPayload, TenantMismatch
 
-TENANT_SETTING = "fairqueue.tenant_id"
-SYSTEM_SETTING = "fairqueue.system"
-
 
 def _check_tenant(tenant_id: str | None) -> None:
     if tenant_id is not None and (not isinstance(tenant_id, str) or not tenant_id):

@@ -1,4 +1,6 @@
-"""The claim and every transition after it.
+"""The claim, and the statements that move a claimed job on: each one row change, guarded.
+Which of them a job's outcome takes, and what follows it (follow-ups, lanes, refunds, hooks), is
+decided in :mod:`fairqueue.pipeline.outcomes`.
 
 A claim is one transaction: the candidate rows are locked ``FOR UPDATE OF jobs SKIP LOCKED``
 and flipped to running with ``attempts + 1`` and a lease, so a second claimer loses. Every later
