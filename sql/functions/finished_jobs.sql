@@ -1,4 +1,4 @@
--- The move of finished jobs out of the hot table (sql/0022_finished_jobs.sql).
+-- The move of finished jobs out of the hot table (sql/migrations/0022_finished_jobs.sql).
 --
 -- Up to p_limit finished jobs leave fairqueue.jobs for fairqueue.finished_jobs, oldest first,
 -- in one statement that deletes them on one side and inserts them on the other. A done job

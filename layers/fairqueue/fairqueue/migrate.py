@@ -1,16 +1,18 @@
 """Brings a database to the current schema in one transaction.
 
-Two kinds of file, both shipped in the package's ``migrations`` folder (the repository's ``sql/``):
+Two kinds of file, both shipped in the package's ``sql`` folder (the repository's ``sql/``):
 
-- ``NNNN_name.sql``, the numbered migrations: tables, indexes and data moves, each applied once,
-  in order, and recorded in ``fairqueue.migrations``. A migration that needs a function while it
-  runs (a generated column, a data move) names its file on a line ``-- requires: functions/x.sql``;
-  that definition is applied just before it.
-- ``functions/*.sql``, ``triggers/*.sql`` and ``policies/*.sql``: the one current definition of
-  every function, trigger, policy and grant, written to be applied again and again
-  (``create or replace``, ``drop policy if exists``). They are applied after the migrations, in
-  that order of folders, whenever a migration ran or a file's text differs from what
-  ``fairqueue.definitions`` records, so a migrate that changes nothing takes no locks on tables.
+- ``migrations/NNNN_name.sql``, the numbered migrations: tables, indexes and data moves, each
+  applied once, in order, and recorded by number in ``fairqueue.migrations``. A migration that
+  needs a function while it runs (a generated column, a data move) names its file on a line
+  ``-- requires: functions/x.sql``; that definition is applied just before it.
+- ``functions/*.sql``, ``triggers/*.sql`` and ``policies/*.sql``: the one
+  current definition of every function, trigger, policy and grant, written to be applied again
+  and again (``create or replace``, ``drop policy if exists``). They are applied after the
+  migrations, in that order of folders, whenever a migration ran or a file's text differs from
+  what ``fairqueue.definitions`` records under the file's name, so a migrate that changes nothing
+  takes no locks on tables. A file renamed or moved is applied again under its new name and its
+  old name's record dropped.
 """
 
 import hashlib
@@ -56,7 +58,7 @@ class Definition:
 
 
 def _folder() -> Traversable:
-    return resources.files("fairqueue") / "migrations"
+    return resources.files("fairqueue") / "sql"
 
 
 def _read(entry: Traversable) -> LiteralString:
@@ -68,7 +70,7 @@ def _read(entry: Traversable) -> LiteralString:
 def migrations() -> list[Migration]:
     """Every numbered migration shipped with the package, in order."""
     found: list[Migration] = []
-    for entry in _folder().iterdir():
+    for entry in _folder().joinpath("migrations").iterdir():
         match = _MIGRATION.match(entry.name)
         if match:
             text = _read(entry)
