@@ -10,7 +10,7 @@
 --
 -- The served counts do not change: a finished job counts, or not, by the same served_at on
 -- either side, and the trigger on fairqueue.jobs leaves finished jobs that leave it alone
--- (sql/triggers/jobs_served.sql). So the move writes no served row, and no claim waits for it.
+-- (sql/order/jobs_served.sql). So the move writes no served row, and no claim waits for it.
 create or replace function fairqueue.move_finished_unchecked(p_limit integer,
     p_lock_wait interval)
 returns bigint

@@ -6,13 +6,12 @@ Two kinds of file, both shipped in the package's ``sql`` folder (the repository'
   applied once, in order, and recorded by number in ``fairqueue.migrations``. A migration that
   needs a function while it runs (a generated column, a data move) names its file on a line
   ``-- requires: functions/x.sql``; that definition is applied just before it.
-- ``functions/*.sql``, ``triggers/*.sql`` and ``policies/*.sql``: the one
-  current definition of every function, trigger, policy and grant, written to be applied again
-  and again (``create or replace``, ``drop policy if exists``). They are applied after the
-  migrations, in that order of folders, whenever a migration ran or a file's text differs from
-  what ``fairqueue.definitions`` records under the file's name, so a migrate that changes nothing
-  takes no locks on tables. A file renamed or moved is applied again under its new name and its
-  old name's record dropped.
+- ``functions/*.sql``, ``order/*.sql`` and ``policies/*.sql``: the one current definition of
+  every function, trigger, policy and grant, written to be applied again and again (``create or
+  replace``, ``drop policy if exists``). They are applied after the migrations, in that order of
+  folders, whenever a migration ran or a file's text differs from what ``fairqueue.definitions``
+  records under the file's name, so a migrate that changes nothing takes no locks on tables. A
+  file renamed or moved is applied again under its new name and its old name's record dropped.
 """
 
 import hashlib
@@ -31,8 +30,11 @@ from .errors import ConfigurationError, SchemaNotMigrated
 _MIGRATION = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
 _DEFINITION = re.compile(r"^[a-z0-9_]+\.sql$")
 _REQUIRES = re.compile(r"^--\s*requires:\s*(\S+)\s*$", re.MULTILINE)
-# The order definitions are applied in: policies name functions, triggers execute them.
-DEFINITION_KINDS = ("functions", "triggers", "policies")
+# The order definitions are applied in: policies name functions. The claim's order (order/)
+# holds functions and triggers; each trigger file defines the functions it executes above its
+# triggers, and bodies look up the functions they call only when they run. A
+# ``*.queries.sql`` file there holds named queries (fairqueue.queries), not a definition.
+DEFINITION_KINDS = ("functions", "order", "policies")
 # One advisory key serializes concurrent migrators; the schema may not exist yet.
 _LOCK: LiteralString = "select pg_advisory_xact_lock(hashtextextended('fairqueue.migrate', 0))"
 
@@ -47,7 +49,7 @@ class Migration:
 
 @dataclass(frozen=True)
 class Definition:
-    """One definition file: ``name`` is its path under the folder, e.g. ``functions/claim.sql``."""
+    """One definition file: ``name`` is its path under the folder, e.g. ``order/claim.sql``."""
 
     name: str
     sql: LiteralString

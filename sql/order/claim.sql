@@ -578,7 +578,7 @@ grant execute on function fairqueue.has_claimable(text) to fairqueue_app;
 -- What a claim needs done first, in a transaction of its own (an autocommit caller's one
 -- statement): fresh statistics after a bulk enqueue (sql/functions/statistics.sql), then the
 -- served window's edge moved up to a day ago when it is a second or more stale
--- (expire_served_when_stale, sql/functions/served.sql). Each works through the owner's doors;
+-- (expire_served_when_stale, sql/order/served.sql). Each works through the owner's doors;
 -- the ANALYZE goes first, so the expiry's locks are held only for the moment before the
 -- commit. One round trip before each claim, not two.
 create or replace function fairqueue.ready_for_claim() returns void
