@@ -51,6 +51,12 @@ format: install
 bench: install
 	$(BIN)/python -m bench
 
+# sql/tables.sql: the tables of a freshly migrated schema, rendered from its catalogs on
+# DATABASE_URL's server or an embedded one (tests/tables_file.py); a test fails while it is stale.
+.PHONY: schema
+schema: install
+	$(BIN)/python tests/tables_file.py
+
 # Faults for ten minutes on a private cluster: kills, dropped connections, restarts (tests/soak.py).
 soak: install
 	$(BIN)/python tests/soak.py --min-faults 100
