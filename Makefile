@@ -51,7 +51,14 @@ format: install
 bench: install
 	$(BIN)/python -m bench
 
-# Faults for ten minutes on a private cluster: kills, dropped connections, restarts (tests/support/soak.py).
+# sql/tables.sql: the tables of a freshly migrated schema, rendered from its catalogs on
+# DATABASE_URL's server or an embedded one (tests/support/tables_file.py); a test fails while it is stale.
+.PHONY: schema
+schema: install
+	PYTHONPATH=tests $(BIN)/python -m support.tables_file
+
+# Faults for ten minutes on a private cluster: kills, dropped connections, restarts
+# (tests/support/soak.py).
 soak: install
 	$(BIN)/python tests/support/soak.py --min-faults 100
 

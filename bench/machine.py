@@ -82,12 +82,13 @@ def machine(conn: Connection, server: str) -> Machine:
 
 
 def library_fingerprint() -> str:
-    """A digest of the library's code, queries and migrations: which fairqueue was measured."""
+    """A digest of the library's code, queries and SQL (migrations and definitions): which
+    fairqueue was measured."""
     root = Path(fairqueue.__file__).resolve().parent
     files = [
         *sorted(root.glob("*.py")),
         *sorted((root / "queries").glob("*.sql")),
-        *sorted((root / "migrations").glob("*.sql")),
+        *sorted((root / "sql").rglob("*.sql")),
     ]
     digest = hashlib.sha256()
     for path in files:

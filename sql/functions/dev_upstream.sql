@@ -1,4 +1,4 @@
--- The development upstream (fairqueue.dev_upstream.DatabaseUpstream): a stand-in service whose
+-- The development upstream (fairqueue.dev.upstream.DatabaseUpstream): a stand-in service whose
 -- held work is kept in this database, so that what one process admitted another releases, and
 -- a restart loses none of it. Its table is the stand-in service's own store, not tenant data:
 -- it keeps a copy of the work it was given, as a real service keeps it on its side, and answers

@@ -1,4 +1,4 @@
--- The move of finished jobs out of the hot table (sql/0022_finished_jobs.sql).
+-- The move of finished jobs out of the hot table (sql/migrations/0022_finished_jobs.sql).
 --
 -- Up to p_limit finished jobs leave fairqueue.jobs for fairqueue.finished_jobs, oldest first,
 -- in one statement that deletes them on one side and inserts them on the other. A done job
@@ -10,7 +10,7 @@
 --
 -- The served counts do not change: a finished job counts, or not, by the same served_at on
 -- either side, and the trigger on fairqueue.jobs leaves finished jobs that leave it alone
--- (sql/triggers/jobs_served.sql). So the move writes no served row, and no claim waits for it.
+-- (sql/order/jobs_served.sql). So the move writes no served row, and no claim waits for it.
 create or replace function fairqueue.move_finished_unchecked(p_limit integer,
     p_lock_wait interval)
 returns bigint

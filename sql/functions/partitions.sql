@@ -1,9 +1,9 @@
--- The days of fairqueue.finished_jobs (sql/0022_finished_jobs.sql): one partition per UTC day of
--- finished_at, made ahead of need and dropped whole once retention has passed its last instant.
--- Making or dropping a day takes an exclusive lock on finished_jobs, which every reader of
--- finished jobs and the move queue behind while it waits: so each such step waits at most a
--- short lock timeout and is left for the next call when busy. The days are made a week ahead,
--- so a busy minute costs nothing. The open work in fairqueue.jobs never waits for any of it.
+-- The days of fairqueue.finished_jobs (sql/migrations/0022_finished_jobs.sql): one partition per
+-- UTC day of finished_at, made ahead of need and dropped whole once retention has passed its last
+-- instant. Making or dropping a day takes an exclusive lock on finished_jobs, which every reader of
+-- finished jobs and the move queue behind while it waits: so each such step waits at most a short
+-- lock timeout and is left for the next call when busy. The days are made a week ahead, so a busy
+-- minute costs nothing. The open work in fairqueue.jobs never waits for any of it.
 
 -- The name of the partition of finished_jobs that holds p_day's jobs (in schema fairqueue).
 create or replace function fairqueue.day_partition_name(p_day date) returns text

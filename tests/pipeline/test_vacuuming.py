@@ -18,7 +18,7 @@ from fairqueue.roles.backstop import Backstop
 from fairqueue.roles.vacuuming import vacuum_hot_tables
 from support.private_cluster import newest_cluster
 
-# The hot table's own autovacuum threshold (sql/0039_hot_tables_vacuumed.sql).
+# The hot table's own autovacuum threshold (sql/migrations/0039_hot_tables_vacuumed.sql).
 JOBS_THRESHOLD = 10_000
 
 TABLE_STATS = """

@@ -14,13 +14,16 @@ import pytest
 from psycopg import sql
 
 from fairqueue import connect, migrate
-from fairqueue.migrate import definitions, migrations
+from fairqueue.migrate import definitions, migrations, require_migrated
 from support.databases import scratch_database
-from support.schema_catalog import differences, install_release, schema_of
+from support.schema_catalog import differences, install_release, migrate_as_release, schema_of
 
 # The first commit that shipped migrations, the last before the tenant boundary work, and the last
 # whose migrations still carried function bodies. Deployments may stand at any of them.
 RELEASES = ["13c853d", "b8cc9f3", "45b7a08"]
+# The last commit before the order's definitions moved to sql/order/: its databases record them
+# as functions/claim.sql, triggers/jobs_served.sql and so on.
+BEFORE_ORDER_FOLDER = "b6822d9"
 
 _CREATES = re.compile(
     r"^\s*create\s+(or\s+replace\s+)?(function|trigger|policy)\s+(fairqueue\.)?(\w+)",
@@ -64,6 +67,28 @@ def test_a_database_migrated_from_a_release_equals_a_fresh_one(
     assert differences(schema_of(fresh), schema_of(upgraded)) == []
 
 
+def test_a_database_migrated_before_the_order_folder_equals_a_fresh_one(
+    blank_db: Callable[[], str],
+) -> None:
+    fresh, upgraded = blank_db(), blank_db()
+    with connect(fresh) as conn:
+        migrate(conn)
+    migrate_as_release(upgraded, BEFORE_ORDER_FOLDER)
+    with connect(upgraded) as conn:
+        recorded = conn.execute("select name from fairqueue.definitions").fetchall()
+        assert "triggers/jobs_served.sql" in {row["name"] for row in recorded}
+        require_migrated(conn)  # its migrations are recorded by number, wherever the files lie
+        applied = migrate(conn)
+        assert "order/jobs_served.sql" in applied
+        assert [name for name in applied if name not in {d.name for d in definitions()}] == []
+        assert migrate(conn) == []
+        recorded = conn.execute("select name, sha256 from fairqueue.definitions").fetchall()
+    assert {row["name"]: row["sha256"] for row in recorded} == {
+        d.name: d.sha256 for d in definitions()
+    }
+    assert differences(schema_of(fresh), schema_of(upgraded)) == []
+
+
 def test_every_function_trigger_and_policy_has_one_definition_file(admin_dsn: str) -> None:
     defined: dict[tuple[str, str], list[str]] = {}
     for definition in definitions():
@@ -74,7 +99,7 @@ def test_every_function_trigger_and_policy_has_one_definition_file(admin_dsn: st
     for migration in migrations():
         assert _CREATES.findall(migration.sql) == [], (
             f"{migration.name} defines a function, trigger or policy; its one definition belongs"
-            " in sql/functions, sql/triggers or sql/policies"
+            " in sql/functions, sql/order or sql/policies"
         )
     schema = schema_of(admin_dsn)
     in_database = (
@@ -99,8 +124,8 @@ def test_every_definition_compiles_with_its_body_checked(admin_dsn: str) -> None
 def test_migrate_applies_again_only_the_definition_whose_text_changed(admin_dsn: str) -> None:
     with connect(admin_dsn) as conn:
         conn.execute(
-            "update fairqueue.definitions set sha256 = 'stale' where name = 'functions/claim.sql'"
+            "update fairqueue.definitions set sha256 = 'stale' where name = 'order/claim.sql'"
         )
         conn.commit()
-        assert migrate(conn) == ["functions/claim.sql"]
+        assert migrate(conn) == ["order/claim.sql"]
         assert migrate(conn) == []

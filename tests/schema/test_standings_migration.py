@@ -17,7 +17,7 @@ STANDING = "type, group_key, tenant_id, plan, paused, head_created_at, head_id, 
 
 def _fill_statement() -> str:
     """The migration's statement that computes the standings of the queued work."""
-    text = (ROOT / "sql" / "0019_standings.sql").read_text()
+    text = (ROOT / "sql" / "migrations" / "0019_standings.sql").read_text()
     found = re.search(r"^insert into fairqueue\.served .*?;$", text, re.S | re.M)
     assert found is not None
     return found.group(0)

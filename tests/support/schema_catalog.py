@@ -116,11 +116,13 @@ def _git(*args: str) -> bytes:
 def install_release(dsn: str, release: str, below: int | None = None) -> None:
     """What `fairqueue migrate` of an earlier release (a git revision) left behind: its
     migrations, each recorded; with ``below``, only those numbered lower."""
-    names = sorted(
-        path.removeprefix("sql/")
-        for path in _git("ls-tree", "--name-only", release, "sql/").decode().split()
-        if re.fullmatch(r"sql/\d{4}_[a-z0-9_]+\.sql", path)
-    )
+    # Releases before sql/migrations/ kept the numbered files in sql/ itself.
+    paths = {
+        path.rsplit("/", 1)[1]: path
+        for path in _git("ls-tree", "-r", "--name-only", release, "sql/").decode().split()
+        if re.fullmatch(r"sql/(migrations/)?\d{4}_[a-z0-9_]+\.sql", path)
+    }
+    names = sorted(paths)
     if below is not None:
         names = [name for name in names if int(name[:4]) < below]
     assert names, f"{release} has no migrations"
@@ -131,7 +133,7 @@ def install_release(dsn: str, release: str, below: int | None = None) -> None:
             " applied_at timestamptz not null default now())"
         )
         for name in names:
-            conn.execute(sql.SQL(_git("show", f"{release}:sql/{name}").decode()))  # type: ignore[arg-type]
+            conn.execute(sql.SQL(_git("show", f"{release}:{paths[name]}").decode()))  # type: ignore[arg-type]
             conn.execute(
                 "insert into fairqueue.migrations (version, name) values (%s, %s)",
                 (int(name[:4]), name),

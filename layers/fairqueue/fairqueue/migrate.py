@@ -1,16 +1,17 @@
 """Brings a database to the current schema in one transaction.
 
-Two kinds of file, both shipped in the package's ``migrations`` folder (the repository's ``sql/``):
+Two kinds of file, both shipped in the package's ``sql`` folder (the repository's ``sql/``):
 
-- ``NNNN_name.sql``, the numbered migrations: tables, indexes and data moves, each applied once,
-  in order, and recorded in ``fairqueue.migrations``. A migration that needs a function while it
-  runs (a generated column, a data move) names its file on a line ``-- requires: functions/x.sql``;
-  that definition is applied just before it.
-- ``functions/*.sql``, ``triggers/*.sql`` and ``policies/*.sql``: the one current definition of
-  every function, trigger, policy and grant, written to be applied again and again
-  (``create or replace``, ``drop policy if exists``). They are applied after the migrations, in
-  that order of folders, whenever a migration ran or a file's text differs from what
-  ``fairqueue.definitions`` records, so a migrate that changes nothing takes no locks on tables.
+- ``migrations/NNNN_name.sql``, the numbered migrations: tables, indexes and data moves, each
+  applied once, in order, and recorded by number in ``fairqueue.migrations``. A migration that
+  needs a function while it runs (a generated column, a data move) names its file on a line
+  ``-- requires: functions/x.sql``; that definition is applied just before it.
+- ``functions/*.sql``, ``order/*.sql`` and ``policies/*.sql``: the one current definition of
+  every function, trigger, policy and grant, written to be applied again and again (``create or
+  replace``, ``drop policy if exists``). They are applied after the migrations, in that order of
+  folders, whenever a migration ran or a file's text differs from what ``fairqueue.definitions``
+  records under the file's name, so a migrate that changes nothing takes no locks on tables. A
+  file renamed or moved is applied again under its new name and its old name's record dropped.
 """
 
 import hashlib
@@ -29,8 +30,11 @@ from .errors import ConfigurationError, SchemaNotMigrated
 _MIGRATION = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
 _DEFINITION = re.compile(r"^[a-z0-9_]+\.sql$")
 _REQUIRES = re.compile(r"^--\s*requires:\s*(\S+)\s*$", re.MULTILINE)
-# The order definitions are applied in: policies name functions, triggers execute them.
-DEFINITION_KINDS = ("functions", "triggers", "policies")
+# The order definitions are applied in: policies name functions. The claim's order (order/)
+# holds functions and triggers; each trigger file defines the functions it executes above its
+# triggers, and bodies look up the functions they call only when they run. A
+# ``*.queries.sql`` file there holds named queries (fairqueue.queries), not a definition.
+DEFINITION_KINDS = ("functions", "order", "policies")
 # One advisory key serializes concurrent migrators; the schema may not exist yet.
 _LOCK: LiteralString = "select pg_advisory_xact_lock(hashtextextended('fairqueue.migrate', 0))"
 
@@ -45,7 +49,7 @@ class Migration:
 
 @dataclass(frozen=True)
 class Definition:
-    """One definition file: ``name`` is its path under the folder, e.g. ``functions/claim.sql``."""
+    """One definition file: ``name`` is its path under the folder, e.g. ``order/claim.sql``."""
 
     name: str
     sql: LiteralString
@@ -56,7 +60,7 @@ class Definition:
 
 
 def _folder() -> Traversable:
-    return resources.files("fairqueue") / "migrations"
+    return resources.files("fairqueue") / "sql"
 
 
 def _read(entry: Traversable) -> LiteralString:
@@ -68,7 +72,7 @@ def _read(entry: Traversable) -> LiteralString:
 def migrations() -> list[Migration]:
     """Every numbered migration shipped with the package, in order."""
     found: list[Migration] = []
-    for entry in _folder().iterdir():
+    for entry in _folder().joinpath("migrations").iterdir():
         match = _MIGRATION.match(entry.name)
         if match:
             text = _read(entry)

@@ -1,4 +1,5 @@
-"""Named queries, read once from the ``queries/*.sql`` files beside this module.
+"""Named queries, read once from the ``queries/*.sql`` files beside this module and from the
+``sql/order/*.queries.sql`` files beside the order's functions.
 
 A file holds blocks that start with ``-- name: <query_name>``. Python only ever passes
 parameters to these strings; it never builds SQL from values.
@@ -7,6 +8,7 @@ parameters to these strings; it never builds SQL from values.
 import re
 from functools import cache
 from importlib import resources
+from importlib.resources.abc import Traversable
 from typing import LiteralString, cast
 
 _NAME = re.compile(r"^--\s*name:\s*(\w+)\s*$", re.MULTILINE)
@@ -24,16 +26,23 @@ def parse(text: str) -> dict[str, LiteralString]:
     return named
 
 
+def _files() -> list[Traversable]:
+    package = resources.files("fairqueue")
+    found = [e for e in package.joinpath("queries").iterdir() if e.name.endswith(".sql")]
+    found += [
+        e for e in package.joinpath("sql", "order").iterdir() if e.name.endswith(".queries.sql")
+    ]
+    return sorted(found, key=lambda e: e.name)
+
+
 @cache
 def _all() -> dict[str, LiteralString]:
     named: dict[str, LiteralString] = {}
-    folder = resources.files("fairqueue") / "queries"
-    for entry in sorted(folder.iterdir(), key=lambda e: e.name):
-        if entry.name.endswith(".sql"):
-            for name, sql in parse(entry.read_text(encoding="utf-8")).items():
-                if name in named:
-                    raise ValueError(f"query {name!r} is defined in two files")
-                named[name] = sql
+    for entry in _files():
+        for name, sql in parse(entry.read_text(encoding="utf-8")).items():
+            if name in named:
+                raise ValueError(f"query {name!r} is defined in two files")
+            named[name] = sql
     return named
 
 
@@ -42,4 +51,6 @@ def query(name: str) -> LiteralString:
     try:
         return _all()[name]
     except KeyError:
-        raise KeyError(f"no query named {name!r} in fairqueue/queries/*.sql") from None
+        raise KeyError(
+            f"no query named {name!r} in fairqueue/queries/*.sql or sql/order/*.queries.sql"
+        ) from None

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from ..stage import Stage
 
 # The claim statement of each level of the fair order, with the read of what it took
-# (queries/claim.sql).
+# (sql/order/claim.queries.sql).
 CLAIMS: Mapping[str, str] = {"group": "claim_and_read", "tenant": "claim_and_read_by_tenant"}
 FAIR_SHARES = tuple(CLAIMS)
 

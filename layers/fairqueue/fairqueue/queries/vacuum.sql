@@ -1,8 +1,8 @@
 -- name: tables_to_vacuum
 -- The hot tables this role may vacuum (MAINTAIN: PostgreSQL 17 and later, granted by
 -- sql/policies/vacuum.sql) that hold at least as many dead row versions as their own autovacuum
--- threshold (sql/0039_hot_tables_vacuumed.sql). The privilege is asked about only where the
--- server knows it: older servers reject its name.
+-- threshold (sql/migrations/0039_hot_tables_vacuumed.sql). The privilege is asked about only where
+-- the server knows it: older servers reject its name.
 select n.nspname || '.' || c.relname as table_name, t.n_dead_tup as dead
   from pg_stat_user_tables t
   join pg_class c on c.oid = t.relid

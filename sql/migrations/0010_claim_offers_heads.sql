@@ -5,4 +5,4 @@
 -- job, its head, which the claim then looked up again in the same index: four hundred probes
 -- for a batch of a hundred. The walk now keeps the head's id, and a group that offers one job
 -- offers that. Order and results are unchanged. No table changes: the claim is in
--- sql/functions/claim.sql.
+-- sql/order/claim.sql.

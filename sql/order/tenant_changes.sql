@@ -1,7 +1,7 @@
 -- The tenant level's log: every statement that changes served rows of a type listed in
 -- tenant_level_types appends, per tenant of the rows, how its served count changed (zero when
 -- only a head, a pause or a plan did). The claim folds the log into the tenant standings
--- (sql/functions/tenant_standings.sql). Appending takes no lock that another writer waits for.
+-- (sql/order/tenant_standings.sql). Appending takes no lock that another writer waits for.
 -- A statement that changes a type nobody claims by tenant writes nothing here. They run as
 -- whoever wrote served: the triggers and doors that write it run as the owner already.
 

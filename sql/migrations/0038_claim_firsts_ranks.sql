@@ -1,4 +1,4 @@
 -- fairqueue.claim_firsts returns each first job with what the claim ranks it by, so its result
 -- type changes: the earlier form is dropped here and defined again with the rest of
--- sql/functions/claim.sql after the migrations.
+-- sql/order/claim.sql after the migrations.
 drop function if exists fairqueue.claim_firsts(text, integer, text[], integer[], integer, boolean);

@@ -1,5 +1,5 @@
--- The tenant level of the order (sql/0021_tenant_standings.sql): a tenant's standing is its
--- served count, the sum of its groups', and its best group's key, the group its next pick comes
+-- The tenant level of the order (sql/migrations/0021_tenant_standings.sql): a tenant's standing is
+-- its served count, the sum of its groups', and its best group's key, the group its next pick comes
 -- from. A tenant whose groups are all paused or have nothing due has no best group and stands
 -- nowhere in the order.
 

@@ -2,60 +2,12 @@
 -- does: a login that bypasses row-level security (a superuser) still touches one tenant's rows.
 -- tenant_id is NULL for a system job, hence `is not distinct from`.
 
--- name: expire_served
--- The sweeper's: moves the served window's edge up to now() - 1 day, skipped while it is less
--- than a second stale (sql/functions/served.sql).
-select fairqueue.expire_served_when_stale();
-
--- name: ready_for_claim
--- Before each claim (sql/functions/claim.sql): fresh statistics after a bulk enqueue, then the
--- served window's edge moved up, committed on their own before the claim starts.
-select fairqueue.ready_for_claim();
-
--- name: claim_batch
--- The fair claim is a door (sql/functions/claim.sql): ids and tenant ids only.
-select id, tenant_id
-  from fairqueue.claim(%(type)s, %(batch)s, %(lease_s)s, %(locked_by)s, %(run_id)s,
-                       %(plan_names)s, %(plan_priorities)s, %(default_priority)s);
-
--- name: claim_and_read
--- The fair claim and the read of what it took, one statement: the claim (the door above) hands
--- its ids and tenant ids to read_claimed, which reads each tenant's jobs under that tenant's
--- clamp. One round trip instead of two, and the claim commits only with its read. The columns
--- are claim.ClaimedJob's fields, in their order: each row is made into one directly.
--- When the statement is its own transaction (quick_commit), that transaction commits without
--- waiting for its WAL to reach disk (docs/design.md, "A claim commits without waiting for the
--- disk"). Set in the one-row aggregation, so it is set once; a volatile column is never dropped.
-select r.id, r.type, r.payload, r.tenant_id, r.group_id, r.attempts, r.max_attempts, r.lane,
-       r.delta_of, r.upstream_id, r.released, r.release_tries
-  from (select array_agg(c.tenant_id) as tenant_ids, array_agg(c.id) as ids,
-               case when %(quick_commit)s
-                    then set_config('synchronous_commit', 'off', true) end as commit_quickly
-          from fairqueue.claim(%(type)s, %(batch)s, %(lease_s)s, %(locked_by)s, %(run_id)s,
-                               %(plan_names)s, %(plan_priorities)s, %(default_priority)s) c) c
- cross join lateral fairqueue.read_claimed(c.tenant_ids, c.ids, %(locked_by)s) r;
-
--- name: claim_and_read_by_tenant
--- The same at the tenant level.
-select r.id, r.type, r.payload, r.tenant_id, r.group_id, r.attempts, r.max_attempts, r.lane,
-       r.delta_of, r.upstream_id, r.released, r.release_tries
-  from (select array_agg(c.tenant_id) as tenant_ids, array_agg(c.id) as ids,
-               case when %(quick_commit)s
-                    then set_config('synchronous_commit', 'off', true) end as commit_quickly
-          from fairqueue.claim_by_tenant(%(type)s, %(batch)s, %(lease_s)s, %(locked_by)s,
-                                         %(run_id)s, %(plan_names)s, %(plan_priorities)s,
-                                         %(default_priority)s) c) c
- cross join lateral fairqueue.read_claimed(c.tenant_ids, c.ids, %(locked_by)s) r;
-
 -- name: read_jobs
 -- Under the tenant's clamp, whatever their status (a failed job for its give-up hook).
 select id, type, payload, tenant_id, group_id, attempts, max_attempts, lane, delta_of,
        upstream_id, released_at is not null as released, release_tries
   from fairqueue.jobs
  where id = any(%(ids)s::uuid[]) and tenant_id is not distinct from %(tenant_id)s;
-
--- name: has_claimable
-select fairqueue.has_claimable(%(type)s) as claimable;
 
 -- name: complete_claimed
 -- A batch's jobs marked done with their outputs, each under its own tenant's clamp

@@ -36,16 +36,15 @@ revoke all on function fairqueue.fill_levels(text[], bigint[], bigint[])
     from public, fairqueue_app;
 
 -- The first job of each of the best groups that offer one, for the claim below: the groups come
--- from the standing index (sql/0019_standings.sql), best first, plan by plan, and each offers
--- its oldest due job that no one else holds (skip locked). With p_hold_groups the claim also
--- locks each group's standing (skip locked), so concurrent claimers take different groups and
--- never wait for one another; a group another claimer holds, or whose due jobs are all held, is
--- passed over and the claim reads further down the index. Without it (when every group with
--- work is held) it takes the jobs nobody holds in held groups, and waits for their standings
--- when it writes them: it holds no standing itself, so that wait cannot close a circle.
--- Each first job comes with what the claim ranks it by (its time, its group's served count and
--- plan), read where it was found, so the claim looks up neither again: one row of arrays, in
--- the order the jobs were taken.
+-- from the standing index (sql/migrations/0019_standings.sql), best first, plan by plan, and each
+-- offers its oldest due job that no one else holds (skip locked). With p_hold_groups the claim also
+-- locks each group's standing (skip locked), so concurrent claimers take different groups and never
+-- wait for one another; a group another claimer holds, or whose due jobs are all held, is passed
+-- over and the claim reads further down the index. Without it (when every group with work is held)
+-- it takes the jobs nobody holds in held groups, and waits for their standings when it writes them:
+-- it holds no standing itself, so that wait cannot close a circle. Each first job comes with what
+-- the claim ranks it by (its time, its group's served count and plan), read where it was found, so
+-- the claim looks up neither again: one row of arrays, in the order the jobs were taken.
 create or replace function fairqueue.claim_firsts(
     p_type text,
     p_batch integer,
@@ -579,7 +578,7 @@ grant execute on function fairqueue.has_claimable(text) to fairqueue_app;
 -- What a claim needs done first, in a transaction of its own (an autocommit caller's one
 -- statement): fresh statistics after a bulk enqueue (sql/functions/statistics.sql), then the
 -- served window's edge moved up to a day ago when it is a second or more stale
--- (expire_served_when_stale, sql/functions/served.sql). Each works through the owner's doors;
+-- (expire_served_when_stale, sql/order/served.sql). Each works through the owner's doors;
 -- the ANALYZE goes first, so the expiry's locks are held only for the moment before the
 -- commit. One round trip before each claim, not two.
 create or replace function fairqueue.ready_for_claim() returns void

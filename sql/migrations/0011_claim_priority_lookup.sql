@@ -4,4 +4,4 @@
 -- it is passed. The planner made that a hash join inside the loop over groups, so the table was
 -- hashed again for every group with pending work (a thousand times per claim in the benchmark).
 -- The priority is now the array element at the plan's position: the same value, no join. Order
--- and results are unchanged. No table changes: the claim is in sql/functions/claim.sql.
+-- and results are unchanged. No table changes: the claim is in sql/order/claim.sql.

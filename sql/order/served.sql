@@ -1,5 +1,5 @@
 -- The served counts: how many jobs of each type each group was served in the last day, kept by
--- the triggers on jobs (sql/triggers/jobs_served.sql) and expired by expire_served. The same rows
+-- the triggers on jobs (sql/order/jobs_served.sql) and expired by expire_served. The same rows
 -- carry each group's standing in the claim's order: its head, when its next job comes due, its
 -- plan and whether it is paused.
 --

@@ -1,11 +1,11 @@
--- The served rows follow every change to jobs: statement-level triggers that add what became
--- served in the last day and take away what stopped being so, per type and group key, and keep
--- each group's standing in the claim's order (sql/0019_standings.sql): a job that becomes due
+-- The served rows follow every change to jobs: statement-level triggers that add what became served
+-- in the last day and take away what stopped being so, per type and group key, and keep each
+-- group's standing in the claim's order (sql/migrations/0019_standings.sql): a job that becomes due
 -- and pending can only move the head earlier, so it is compared in; a statement that takes the
--- head's job (or any due pending job) away locks the row, then sets the head again from the jobs
--- in a statement of its own, whose fresh snapshot sees whoever held the row before. Rows are
--- locked in key order, so overlapping statements never deadlock on them. They run as the owner
--- (security definer): only these triggers and the claim write served, whoever changed jobs.
+-- head's job (or any due pending job) away locks the row, then sets the head again from the jobs in
+-- a statement of its own, whose fresh snapshot sees whoever held the row before. Rows are locked in
+-- key order, so overlapping statements never deadlock on them. They run as the owner (security
+-- definer): only these triggers and the claim write served, whoever changed jobs.
 
 -- Applies one statement's changes, aggregated per (type, group key): n_delta to the count, a
 -- candidate head and wake time compared in; departed says the statement took due pending jobs

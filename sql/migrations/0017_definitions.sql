@@ -1,4 +1,4 @@
--- Which version of each definition file (sql/functions, sql/triggers, sql/policies) the database
+-- Which version of each definition file (sql/functions, sql/order, sql/policies) the database
 -- holds: `fairqueue migrate` applies a file again only when its text changed or a migration ran.
 
 create table fairqueue.definitions (
