@@ -171,7 +171,8 @@ def connection_options() -> dict[str, Any]:
     prepared statements. psycopg prepares a statement on its sixth run; behind a transaction
     pooler the next transaction may land on a backend that lacks it, or has it already, and RDS
     Proxy pins a client that prepares. Measured without them, a drain and one-at-a-time
-    enqueues ran as fast (docs/design/runs.md), so they are off whatever ``FAIRQUEUE_POOLER`` says."""
+    enqueues ran as fast (docs/design/runs.md), so they are off whatever ``FAIRQUEUE_POOLER``
+    says."""
     return {"row_factory": dict_row, "prepare_threshold": None}
 
 
