@@ -8,8 +8,8 @@ the variable; a pydantic ``ValidationError`` never reaches a caller.
 
 Powertools' and Lambda's own variables (``POWERTOOLS_*``, ``AWS_*``) are theirs, not ours, and
 are not here, except the one the library itself reads (``AWS_LAMBDA_LOG_STREAM_NAME``). The
-admission API's variables are listed (so the table in README.md is the whole list) although
-``fairqueue.api`` still reads its own for now.
+admission API's variables are listed (so the table in docs/guide/configuration.md is the whole
+list) although ``fairqueue.api`` still reads its own for now.
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ select id, tenant_id
 -- clamp. One round trip instead of two, and the claim commits only with its read. The columns
 -- are claim.ClaimedJob's fields, in their order: each row is made into one directly.
 -- When the statement is its own transaction (quick_commit), that transaction commits without
--- waiting for its WAL to reach disk (docs/design.md, "A claim commits without waiting for the
+-- waiting for its WAL to reach disk (docs/design/claim.md, "A claim commits without waiting for the
 -- disk"). Set in the one-row aggregation, so it is set once; a volatile column is never dropped.
 select r.id, r.type, r.payload, r.tenant_id, r.group_id, r.attempts, r.max_attempts, r.lane,
        r.delta_of, r.upstream_id, r.released, r.release_tries
@@ -128,7 +128,7 @@ select id, type, tenant_id, last_error from fairqueue.fail_abandoned(%(types)s, 
 -- Under the doorbell's tenant clamp: only a pending, due job of that tenant, of a type this
 -- worker runs, outside a paused group. A duplicate, late or mismatched doorbell claims nothing.
 -- The worker's transaction holds this statement alone, so a claim commits without waiting for
--- its WAL to reach disk, as claim_and_read's own transaction does (docs/design.md, "A claim
+-- its WAL to reach disk, as claim_and_read's own transaction does (docs/design/claim.md, "A claim
 -- commits without waiting for the disk"): set in the returning list, so only when a job is taken.
 update fairqueue.jobs j
    set status = 'running',
