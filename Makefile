@@ -65,7 +65,7 @@ soak: install
 build: install
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/sam build --template template.yaml
 
-# Needs AWS credentials and a VPC-reachable Postgres; see README "Deploy".
+# Needs AWS credentials and a VPC-reachable Postgres; see docs/guide/deploying.md.
 deploy: build
 	$(BIN)/sam deploy --guided
 

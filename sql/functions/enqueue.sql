@@ -5,7 +5,7 @@
 -- doors): row-level security holds the caller's clamp, and the insert names the tenant. PL/pgSQL,
 -- so that the connection plans each statement once and keeps the plan, with no prepared statement
 -- a transaction pooler could trip on: planning the same statement sent bare was a quarter of a
--- single enqueue's time (docs/design.md, "Enqueue in batches").
+-- single enqueue's time (docs/design/admission.md, "Enqueue in batches").
 
 -- One job: id is NULL when the clamp is another tenant's, or when an open job of the tenant holds
 -- the dedupe key.
@@ -47,7 +47,7 @@ grant execute on function fairqueue.enqueue_job(text, text, jsonb, text, text, i
 -- two calls that share keys wait for each other in one order and never deadlock, whatever order
 -- their callers gave. When the clamp is another tenant's, the row says so, ids is NULL and
 -- nothing is inserted. One row of an array rather than a row per item: matching a thousand rows
--- back to their items, and sending them, was a sixth of the call (docs/design.md, "Enqueue in
+-- back to their items, and sending them, was a sixth of the call (docs/design/admission.md, "Enqueue in
 -- batches"). A NULL group id, dedupe key or run_after array stands for a null at every position
 -- (ROWS FROM pads a set that ends early with nulls), so a caller sends no array of nulls.
 create or replace function fairqueue.enqueue_jobs(

@@ -6,7 +6,7 @@
 -- at the right edge of the index: the index stays dense (splits at the edge leave full pages
 -- behind, where random ids split pages everywhere), a bulk insert touches a few pages, and the
 -- jobs enqueued together share a few pages for the claims and completions that look them up by
--- id a batch at a time (docs/design.md, "Job ids in time order"). The random bits come from the
+-- id a batch at a time (docs/design/storage.md, "Job ids in time order"). The random bits come from the
 -- session's random(), seeded from the strong source on its first use in a session: they only
 -- tell apart ids of one millisecond whose counts are equal (a count that wrapped, or two
 -- sessions' caches that meet), and gen_random_uuid() reads the strong source for every id,

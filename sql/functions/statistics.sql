@@ -9,7 +9,7 @@
 -- at a time; the others go on with the statistics there are. Growth, not change: a drain
 -- rewrites every row it claims and completes without changing what the plans need to know,
 -- and counting those writes put an ANALYZE of the whole backlog into some claim every time the
--- drain had rewritten as many rows as the table held (docs/design.md). Not while a vacuum of
+-- drain had rewritten as many rows as the table held (docs/design/claim.md). Not while a vacuum of
 -- the table is under way (its lock is held): an ANALYZE would cancel an autovacuum, and a lumpy
 -- queue, which enqueues in bulk again and again, then never has its dead rows vacuumed (the
 -- bench's churn of a million jobs saw every autovacuum of jobs cancelled). Whether it analyzed.

@@ -25,7 +25,7 @@ select id, tenant_id
 -- clamp. One round trip instead of two, and the claim commits only with its read. The columns
 -- are claim.ClaimedJob's fields, in their order: each row is made into one directly.
 -- When the statement is its own transaction (quick_commit), that transaction commits without
--- waiting for its WAL to reach disk (docs/design.md, "A claim commits without waiting for the
+-- waiting for its WAL to reach disk (docs/design/claim.md, "A claim commits without waiting for the
 -- disk"). Set in the one-row aggregation, so it is set once; a volatile column is never dropped.
 select r.id, r.type, r.payload, r.tenant_id, r.group_id, r.attempts, r.max_attempts, r.lane,
        r.delta_of, r.upstream_id, r.released, r.release_tries

@@ -438,6 +438,34 @@ def test_commands_on_the_embedded_database_leave_one_runtime_folder(tmp_path: Pa
     assert [p.name for p in temp.glob("fairqueue-xdg-*")] == [f"fairqueue-xdg-{os.getuid()}"]
 
 
+@pytest.mark.timeout(60)
+def test_the_installed_command_finds_a_stage_module_in_the_current_folder(
+    dsn: str, tmp_path: Path
+) -> None:
+    # As pip's console script runs it: the script's own folder first on sys.path, not the
+    # current one.
+    bin_dir, app_dir = tmp_path / "bin", tmp_path / "app"
+    bin_dir.mkdir()
+    app_dir.mkdir()
+    script = bin_dir / "fairqueue"
+    script.write_text("import sys\nfrom fairqueue.cli import main\nsys.exit(main())\n")
+    (app_dir / "mystages.py").write_text(
+        "from fairqueue import Stage\nSTAGES = [Stage('noted', handler=lambda job: None)]\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FAIRQUEUE_", "DATABASE_"))}
+    command = ["--database-url", dsn, "enqueue", "noted", "{}", "--stages", "mystages:STAGES"]
+    done = subprocess.run(
+        [sys.executable, str(script), *command],
+        cwd=app_dir,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=50,
+    )
+    assert done.returncode == 0, done.stderr
+    assert UUID_LINE.match(done.stdout.strip()), done.stdout
+
+
 def test_tick_logs_its_run_as_json_lines_on_stderr(
     dsn: str, conn: Connection, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -1,11 +1,13 @@
-"""The examples of README.md and docs/*.md run as written, each against a fresh database.
+"""The examples of the documents (README.md, docs/**.md, bench/README.md) run as written, each
+against a fresh database.
 
 Every fenced block of the documents is run, recognised as output, or carries a
 ``<!-- not run: why -->`` comment (see ``doc_examples`` for the rules), so an example that stops
 working, or a new one that nothing runs, fails here under its place, e.g. ``README.md:L52``.
 
-What a reader brings is the environment: ``DATABASE_URL`` (the test's database, as the
-application role), ``fairqueue`` on the ``PATH``, an upstream service at
+What a reader brings is the environment: ``DATABASE_URL`` (the test's database: as its owner
+for Python, as a fresh clone's embedded one is; as the application role for the shell),
+``fairqueue`` on the ``PATH`` (a console script, as pip installs it), an upstream service at
 ``FAIRQUEUE_UPSTREAM_URL`` for Python, and ``myapp.stages:STAGES``, the stage list the documents
 call yours, which here is the bundled example's.
 """
@@ -62,8 +64,54 @@ def test_the_examples_are_found() -> None:
     Python, shell and SQL examples that run, in README.md and under docs/."""
     running = [block for block in BLOCKS if block.runs]
     assert {block.tag for block in running} >= {"python", "sh", "console", "sql"}
-    assert {block.doc for block in running} >= {"README.md", "docs/api.md", "docs/tenancy.md"}
+    assert {block.doc for block in running} >= {
+        "README.md",
+        "docs/api.md",
+        "docs/tenancy.md",
+        "docs/guide/writing-stages.md",
+        "docs/guide/operating.md",
+        "docs/guide/tenancy.md",
+    }
     assert len(running) >= 12, [block.id for block in running]
+
+
+@pytest.mark.timeout(240)
+def test_the_readme_quickstart_runs_in_a_fresh_folder_with_no_database_named(
+    tmp_path: Path,
+) -> None:
+    """The README's first Python block, saved as quickstart.py and run with nothing set, as a
+    fresh clone after `make install` runs it: it starts the embedded Postgres in ./.pgdata,
+    defines everything it uses, and prints what the ```text block after it shows. Run again, it
+    prints the same jobs, `inbox` first: `reports` has now been served more in the last day."""
+    blocks = doc_examples.blocks_of(doc_examples.ROOT / "README.md")
+    quickstart = next(block for block in blocks if block.tag == "python")
+    shown = blocks[blocks.index(quickstart) + 1]
+    assert quickstart.runs and quickstart.given is None, quickstart.id
+    assert shown.tag == "text", f"{quickstart.id} is not followed by the output it prints"
+    (tmp_path / "quickstart.py").write_text(quickstart.text)
+    env = {
+        name: value
+        for name, value in os.environ.items()
+        if not name.startswith(("FAIRQUEUE_", "DATABASE_", "POWERTOOLS_"))
+    }
+    printed = []
+    for _ in range(2):
+        done = subprocess.run(
+            [sys.executable, "quickstart.py"],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=200,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        printed.append(done.stdout.splitlines())
+    first = shown.text.splitlines()
+    assert printed[0] == first
+    assert printed[1] == [first[1], first[0], *first[2:]]
+    assert first[1].startswith("acme inbox ")
+    assert (tmp_path / ".pgdata" / "PG_VERSION").is_file()
 
 
 @pytest.fixture
@@ -74,7 +122,10 @@ def reader_env(dsn: str, tmp_path: Path) -> dict[str, str]:
     bin_dir.mkdir()
     (app_dir / "myapp").mkdir(parents=True)
     shim = bin_dir / "fairqueue"
-    shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m fairqueue "$@"\n')
+    # As pip writes a console script: its own folder, not the current one, first on sys.path.
+    shim.write_text(
+        f"#!{sys.executable}\nimport sys\nfrom fairqueue.cli import main\nsys.exit(main())\n"
+    )
     shim.chmod(0o755)
     (app_dir / "myapp" / "__init__.py").write_text("")
     (app_dir / "myapp" / "stages.py").write_text("from fairqueue.dev.example import STAGES\n")
@@ -102,7 +153,7 @@ def test_example_runs(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     if block.tag == "python":
-        run_python(block, dsn, monkeypatch)
+        run_python(block, admin_dsn, monkeypatch)
     elif block.tag == "sql":
         run_sql(block, admin_dsn)
     elif block.tag == "console":
@@ -117,11 +168,11 @@ def test_example_runs(
 # Python: the document's blocks in order, in one namespace.
 
 
-def run_python(block: Block, dsn: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def run_python(block: Block, owner_dsn: str, monkeypatch: pytest.MonkeyPatch) -> None:
     for name in list(os.environ):
         if name.startswith(("FAIRQUEUE_", "DATABASE_")):
             monkeypatch.delenv(name)
-    monkeypatch.setenv("DATABASE_URL", dsn)
+    monkeypatch.setenv("DATABASE_URL", owner_dsn)
     upstream = FakeService()
     monkeypatch.setenv("FAIRQUEUE_UPSTREAM_URL", upstream.url)
     earlier = [

@@ -1,6 +1,7 @@
 """One settings object: every variable the library reads, typed, documented, checked.
 
-No database here: these are the settings' own rules, and the README table that lists them.
+No database here: these are the settings' own rules, and the table in the configuration guide
+that lists them.
 """
 
 from __future__ import annotations
@@ -15,14 +16,14 @@ from pydantic import ValidationError
 from fairqueue.errors import ConfigurationError
 from fairqueue.settings import Settings, settings
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+GUIDE = Path(__file__).resolve().parents[2] / "docs" / "guide" / "configuration.md"
 ROW = re.compile(r"^\|\s*`(?P<variable>[A-Z0-9_]+)`\s*\|\s*(?P<default>[^|]*?)\s*\|")
 
 
-def readme_table() -> dict[str, str]:
-    """The Configuration section's table: variable -> its default cell."""
-    text = README.read_text(encoding="utf-8")
-    section = text.split("\n## Configuration\n", 1)[1].split("\n## ", 1)[0]
+def guide_table() -> dict[str, str]:
+    """The guide's table of variables: variable -> its default cell."""
+    text = GUIDE.read_text(encoding="utf-8")
+    section = text.split("\n## The variables\n", 1)[1].split("\n## ", 1)[0]
     rows: dict[str, str] = {}
     for line in section.splitlines():
         match = ROW.match(line)
@@ -41,8 +42,8 @@ def shown(default: Any) -> str:
     return f"`{default}`"
 
 
-def test_the_readme_table_lists_exactly_the_settings_and_their_defaults() -> None:
-    table = readme_table()
+def test_the_guide_table_lists_exactly_the_settings_and_their_defaults() -> None:
+    table = guide_table()
     fields = {
         str(info.validation_alias): shown(info.default) for info in Settings.model_fields.values()
     }

@@ -319,7 +319,8 @@ def test_an_unreachable_database_is_a_clear_error(monkeypatch) -> None:
     with pytest.raises(DatabaseUnavailable, match="cannot reach the database"):
         run_pipeline("postgresql://postgres@127.0.0.1:1/none?connect_timeout=2", [stage])
     monkeypatch.delenv("DATABASE_URL", raising=False)
-    with pytest.raises(DatabaseUnavailable, match="DATABASE_URL"):
+    monkeypatch.setenv("FAIRQUEUE_ENV", "production")
+    with pytest.raises(DatabaseUnavailable, match="FAIRQUEUE_ENV=production needs a DSN"):
         run_pipeline(None, [stage])
 
 

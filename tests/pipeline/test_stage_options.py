@@ -16,7 +16,7 @@ from pydantic import BaseModel
 from fairqueue import ConfigurationError, Job, Stage
 from fairqueue.upstream import InProcessUpstream
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+GUIDE = Path(__file__).resolve().parents[2] / "docs" / "guide" / "writing-stages.md"
 
 
 def handler(job: Job) -> None:
@@ -99,7 +99,7 @@ def test_the_signature_and_defaults_are_the_documented_ones() -> None:
     parameters = list(inspect.signature(Stage).parameters)
     assert parameters[:2] == ["name", "handler"]
     defaults = {f.name: f.default for f in dataclasses.fields(Stage)}
-    text = README.read_text(encoding="utf-8")
+    text = GUIDE.read_text(encoding="utf-8")
     table = text.split("`Stage` options:", 1)[1].split("\n\n", 2)[1]
     documented = {}
     for line in table.splitlines()[2:]:

@@ -1,4 +1,5 @@
-"""The fenced code blocks of README.md and docs/*.md, and what each one is.
+"""The fenced code blocks of the documents (README.md, docs/ and the others `documents()`
+names), and what each one is.
 
 Every fence says what it holds by its language tag:
 
@@ -65,8 +66,14 @@ class Block:
 
 
 def documents() -> list[Path]:
-    """README.md and every Markdown file under docs/."""
-    return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    """README.md, CHANGELOG.md, bench/README.md and every Markdown file under docs/, however
+    deep."""
+    return [
+        ROOT / "README.md",
+        ROOT / "CHANGELOG.md",
+        ROOT / "bench" / "README.md",
+        *sorted((ROOT / "docs").rglob("*.md")),
+    ]
 
 
 def blocks_of(path: Path) -> list[Block]:

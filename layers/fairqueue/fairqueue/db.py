@@ -2,7 +2,10 @@
 
 import logging
 import re
+import sys
 from collections.abc import Callable
+from functools import cache
+from pathlib import Path
 from typing import Any, Final
 
 import psycopg
@@ -61,14 +64,27 @@ def after_commit(conn: Connection, callback: Callable[[], None]) -> bool:
     return False
 
 
+# Where the embedded Postgres keeps its data when no database is named: `.pgdata/` in the
+# current folder, the one `make run` and the CLI use.
+EMBEDDED_DATA_DIR: Final = Path(".pgdata")
+
+
 def resolve_dsn(dsn: str | None = None) -> str:
-    """The given DSN, else ``DATABASE_URL``; refused unless libpq can read it."""
+    """Which database: the given DSN, else ``DATABASE_URL``, else (outside production) the
+    embedded Postgres in ``.pgdata/``; refused unless libpq can read it.
+
+    Every connection the library opens, and every ``fairqueue`` command, asks here. With
+    ``FAIRQUEUE_ENV=production`` a missing database is ``DatabaseUnavailable``, never a
+    development server.
+    """
     found = dsn or settings().database_url
     if not found:
-        raise DatabaseUnavailable(
-            "no database: pass a DSN or set DATABASE_URL (for example "
-            "postgresql://postgres@127.0.0.1:5432/postgres)"
-        )
+        if settings().production:
+            raise DatabaseUnavailable(
+                "no database: FAIRQUEUE_ENV=production needs a DSN, DATABASE_URL or"
+                " --database-url (for example postgresql://postgres@127.0.0.1:5432/postgres)"
+            )
+        found = embedded_database()
     try:
         conninfo_to_dict(found)
     except psycopg.ProgrammingError as exc:
@@ -76,6 +92,18 @@ def resolve_dsn(dsn: str | None = None) -> str:
             "the database URL is not a connection string libpq can read:"
             f" {_without_password(_first_line(exc), found)}"
         ) from None
+    return found
+
+
+@cache
+def embedded_database() -> str:
+    """The embedded Postgres in ``.pgdata/``, started (or joined) once per process, and said
+    once on stderr, so that nobody takes it for the database they meant."""
+    # Development only: the wheels it needs are the dev extra's, so it is imported here.
+    from .dev.embedded import embedded_dsn
+
+    found = embedded_dsn(EMBEDDED_DATA_DIR)
+    print(f"no DATABASE_URL: using the embedded Postgres in {EMBEDDED_DATA_DIR}/", file=sys.stderr)
     return found
 
 
@@ -143,7 +171,8 @@ def connection_options() -> dict[str, Any]:
     prepared statements. psycopg prepares a statement on its sixth run; behind a transaction
     pooler the next transaction may land on a backend that lacks it, or has it already, and RDS
     Proxy pins a client that prepares. Measured without them, a drain and one-at-a-time
-    enqueues ran as fast (docs/design.md), so they are off whatever ``FAIRQUEUE_POOLER`` says."""
+    enqueues ran as fast (docs/design/runs.md), so they are off whatever ``FAIRQUEUE_POOLER``
+    says."""
     return {"row_factory": dict_row, "prepare_threshold": None}
 
 

@@ -1,10 +1,11 @@
 """What fairqueue accepts from a caller, checked before anything is written.
 
-Every limit here is documented (README, "What enqueue refuses"), and a value past one is an
-``InvalidPayload`` that names the field; nothing a caller passes reaches the driver as an
-error of the driver's own. The limits are what the columns hold (``max_attempts`` is an
-integer, labels are btree keys, a time must fit a timestamptz) with room for sense: a job that
-may take a thousand attempts, or starts in ten years, is a mistake more often than a plan.
+Every limit here is documented (docs/guide/writing-stages.md, "What enqueue refuses"), and a
+value past one is an ``InvalidPayload`` that names the field; nothing a caller passes reaches
+the driver as an error of the driver's own. The limits are what the columns hold
+(``max_attempts`` is an integer, labels are btree keys, a time must fit a timestamptz) with room
+for sense: a job that may take a thousand attempts, or starts in ten years, is a mistake more
+often than a plan.
 """
 
 from __future__ import annotations

@@ -7,7 +7,8 @@ dictionary lookups. A bad value is a :class:`~fairqueue.errors.ConfigurationErro
 the variable; a pydantic ``ValidationError`` never reaches a caller.
 
 Powertools' and Lambda's own variables (``POWERTOOLS_*``, ``AWS_*``) are theirs, not ours, and
-are not here, except the one the library itself reads (``AWS_LAMBDA_LOG_STREAM_NAME``).
+are not here, except the one the library itself reads (``AWS_LAMBDA_LOG_STREAM_NAME``). The
+table in docs/guide/configuration.md lists every one.
 """
 
 from __future__ import annotations

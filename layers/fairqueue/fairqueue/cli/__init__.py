@@ -218,6 +218,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    find_modules_in_current_folder()
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args))
@@ -226,6 +227,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+
+
+def find_modules_in_current_folder() -> None:
+    """Let ``--stages mystages:STAGES`` name a module of the current folder. The installed
+    ``fairqueue`` command starts with its own folder on ``sys.path``, not the current one (as
+    ``python -m`` has it); the current folder goes last, so an installed module of the same
+    name still wins."""
+    here = os.getcwd()
+    if here not in sys.path and "" not in sys.path:
+        sys.path.append(here)
 
 
 if __name__ == "__main__":

@@ -11,27 +11,18 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from ..db import Connection, connect
-from ..dev.embedded import embedded_dsn
-from ..errors import DatabaseUnavailable, InvalidPayload
+from ..db import Connection, connect, resolve_dsn
+from ..errors import InvalidPayload
 from ..migrate import require_migrated
 from ..results import ResultSettings
 from ..runs import RunRow
-from ..settings import settings
 from ..status import missing_results, queue_status
-
-EMBEDDED_DATA_DIR = Path(".pgdata")
 
 
 def resolve_database(args: argparse.Namespace) -> str:
-    """--database-url, else DATABASE_URL, else (outside production) the embedded Postgres."""
-    url: str | None = getattr(args, "database_url", None) or settings().database_url
-    if url:
-        return url
-    if settings().production:
-        raise DatabaseUnavailable("FAIRQUEUE_ENV=production needs DATABASE_URL or --database-url")
-    print(f"no DATABASE_URL: using the embedded Postgres in {EMBEDDED_DATA_DIR}/", file=sys.stderr)
-    return embedded_dsn(EMBEDDED_DATA_DIR)
+    """--database-url, else what :func:`fairqueue.db.resolve_dsn` finds: DATABASE_URL, else
+    (outside production) the embedded Postgres."""
+    return resolve_dsn(getattr(args, "database_url", None))
 
 
 def migrated_database(args: argparse.Namespace) -> str:

@@ -3,7 +3,7 @@ of the run's, while the run's own connection claims the next batch.
 
 The loop is serial: the client waits for the server and the server for the client, so with one
 worker no more than one of the machine's cores works at once. Recording batch N's completion
-while batch N+1 is claimed lets the two statements run side by side (docs/design.md, "A batch's
+while batch N+1 is claimed lets the two statements run side by side (docs/design/runs.md, "A batch's
 completion trails the next claim"). Only a completion that makes nothing claimable trails: a
 batch's successes with no follow-up parked and no lane to free; anything else is recorded in
 order, on the run's connection, as before.

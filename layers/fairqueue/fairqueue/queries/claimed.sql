@@ -80,7 +80,7 @@ select id, type, tenant_id, last_error from fairqueue.fail_abandoned(%(types)s, 
 -- Under the doorbell's tenant clamp: only a pending, due job of that tenant, of a type this
 -- worker runs, outside a paused group. A duplicate, late or mismatched doorbell claims nothing.
 -- The worker's transaction holds this statement alone, so a claim commits without waiting for
--- its WAL to reach disk, as claim_and_read's own transaction does (docs/design.md, "A claim
+-- its WAL to reach disk, as claim_and_read's own transaction does (docs/design/claim.md, "A claim
 -- commits without waiting for the disk"): set in the returning list, so only when a job is taken.
 update fairqueue.jobs j
    set status = 'running',
