@@ -11,7 +11,7 @@ from contextlib import contextmanager
 
 import psycopg
 
-from ..db import Connection, connect, resolve_dsn
+from ..db import Connection, connect
 from ..errors import DatabaseUnavailable, describe
 
 log = logging.getLogger("fairqueue.connections")
@@ -21,16 +21,31 @@ log = logging.getLogger("fairqueue.connections")
 RETRY_DELAYS_S = (0.25, 0.5, 1.0, 2.0, 4.0)
 
 
+def another_connection(dsn: str | None) -> Connection:
+    """A fresh autocommit connection as the application role to the run's database.
+
+    ``None`` is a run that was handed its connection with no database named (no DSN, no
+    DATABASE_URL): it has no other to open, and says so (DatabaseUnavailable). It never falls
+    back to the embedded Postgres as ``connect()`` does, which would be another database."""
+    if dsn is None:
+        raise DatabaseUnavailable(
+            "the run was handed its connection and no database is named (no DSN, no"
+            " DATABASE_URL): it cannot open another"
+        )
+    return connect(dsn, autocommit=True, as_app_role=True)
+
+
 def connect_retrying(dsn: str | None) -> Connection:
-    """A fresh autocommit connection as the application role, tried again after each of
-    RETRY_DELAYS_S while the database cannot be reached; DatabaseUnavailable naming the last
-    problem when it never could be (at once when there is no DSN at all)."""
-    target = resolve_dsn(dsn)
+    """another_connection, tried again after each of RETRY_DELAYS_S while the database cannot
+    be reached; DatabaseUnavailable naming the last problem when it never could be (at once
+    when there is no DSN at all)."""
+    if dsn is None:
+        return another_connection(dsn)
     problem = ""
     for delay in (0.0, *RETRY_DELAYS_S):
         time.sleep(delay)
         try:
-            return connect(target, autocommit=True, as_app_role=True)
+            return another_connection(dsn)
         except (psycopg.Error, DatabaseUnavailable) as exc:
             problem = describe(exc)
             log.warning("cannot reach the database: %s", problem)
@@ -64,7 +79,7 @@ class RunConnections:
         try:
             conn = self._spare.get_nowait()
         except queue.Empty:
-            conn = connect(self.dsn, autocommit=True, as_app_role=True)
+            conn = another_connection(self.dsn)
             with self._lock:
                 self._opened.append(conn)
         try:

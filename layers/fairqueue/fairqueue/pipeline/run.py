@@ -19,7 +19,7 @@ from uuid import UUID
 
 import psycopg
 
-from ..db import Connection, connect
+from ..db import Connection, connect, resolve_dsn
 from ..doorbells import Doorbell
 from ..errors import ConfigurationError, ConnectionLost, DatabaseUnavailable, describe
 from ..plans import PLANS, Plans
@@ -265,6 +265,9 @@ def invocation(
     if len(set(names)) != len(names):
         raise ConfigurationError(f"stage names must be unique, got {names}")
     owned = conn is None
+    # The database the run opens more connections to: the one it opened its own on, or, when
+    # handed one, the one named (else none: see another_connection).
+    dsn = resolve_dsn(dsn) if owned else dsn or settings().database_url
     active = conn if conn is not None else connect(dsn, autocommit=True, as_app_role=True)
     try:
         if not active.autocommit:

@@ -26,8 +26,9 @@ from contextlib import AbstractContextManager, ExitStack
 
 import psycopg
 
-from ..db import Connection, connect
+from ..db import Connection
 from ..errors import DatabaseUnavailable, describe
+from .connections import another_connection
 
 log = logging.getLogger("fairqueue.trailing")
 
@@ -157,7 +158,7 @@ class TrailingCompletion:
     def _connected(self, record: Record) -> int:
         if self._conn is None and not self._no_connection_of_its_own:
             try:
-                self._conn = connect(self.dsn, autocommit=True, as_app_role=True)
+                self._conn = another_connection(self.dsn)
             except (psycopg.OperationalError, DatabaseUnavailable) as exc:
                 log.warning(
                     "%s records its completions on its own connection: no second one could be"
