@@ -4,7 +4,6 @@ keeps the claim before it; a claim inside the caller's own transaction is as dur
 
 from __future__ import annotations
 
-from pathlib import Path
 from uuid import UUID
 
 import pytest
@@ -53,10 +52,8 @@ def served(admin: Connection) -> int:
 
 
 @pytest.mark.timeout(180)
-def test_a_crash_loses_a_quick_claim_whole_and_nothing_a_durable_commit_kept(
-    tmp_path: Path,
-) -> None:
-    with private_cluster(tmp_path) as cluster:
+def test_a_crash_loses_a_quick_claim_whole_and_nothing_a_durable_commit_kept() -> None:
+    with private_cluster() as cluster:
         quiet(cluster)
         with connect(cluster.dsn, autocommit=True) as admin:
             migrate(admin)
@@ -104,11 +101,11 @@ def test_a_crash_loses_a_quick_claim_whole_and_nothing_a_durable_commit_kept(
 
 
 @pytest.mark.timeout(180)
-def test_a_crash_loses_a_doorbell_claim_whole(tmp_path: Path) -> None:
+def test_a_crash_loses_a_doorbell_claim_whole() -> None:
     # The worker's claim of the doorbell's job commits without waiting for the disk; the server
     # crashes while the job's handler runs, so the claim is gone and the job is pending again,
     # untouched, for the next doorbell or the sweep.
-    with private_cluster(tmp_path) as cluster:
+    with private_cluster() as cluster:
         quiet(cluster)
         crashed: list[UUID] = []
 

