@@ -1,3 +1,25 @@
+-- A plan's priority in the fair order: the priority p_plan_priorities gives it beside its name
+-- in p_plan_names, or p_default_priority for a plan not named there (no tenant, or a plan the
+-- caller does not know). The one spelling of that lookup, for both claims and the standings an
+-- operator reads (sql/functions/job_info.sql). One expression with every name
+-- schema-qualified and no SET clause, so that the planner inlines it where it is called, as it
+-- does fill_levels below.
+create or replace function fairqueue.plan_priority(
+    p_plan text,
+    p_plan_names text[],
+    p_plan_priorities integer[],
+    p_default_priority integer
+) returns integer
+language sql immutable parallel safe
+as $$
+select coalesce(p_plan_priorities[pg_catalog.array_position(p_plan_names, p_plan)],
+                p_default_priority)
+$$;
+
+alter function fairqueue.plan_priority(text, text[], integer[], integer) owner to fairqueue_owner;
+revoke all on function fairqueue.plan_priority(text, text[], integer[], integer)
+    from public, fairqueue_app;
+
 -- The level at which queues whose first picks stand at the given served counts fill a batch,
 -- if each had picks enough, for each set of queues (p_keys): the least x with
 -- sum(x - served + 1) >= batch over the set's counts at most x (a queue at count c gives one pick
@@ -97,8 +119,8 @@ begin
               from present p
              where p.plan is not null
         )
-        select coalesce(p_plan_priorities[array_position(p_plan_names, p.plan)],
-                        p_default_priority) as priority,
+        select fairqueue.plan_priority(p.plan, p_plan_names, p_plan_priorities,
+                                       p_default_priority) as priority,
                array_agg(p.plan) as plans
           from present p
          where p.plan is not null
@@ -256,8 +278,8 @@ begin
     return query
     with firsts as (
         select f.id, f.created_at, f.group_key, f.served,
-               coalesce(p_plan_priorities[array_position(p_plan_names, f.plan)],
-                        p_default_priority) as priority
+               fairqueue.plan_priority(f.plan, p_plan_names, p_plan_priorities,
+                                       p_default_priority) as priority
           from unnest(p_first_ids, p_first_times, p_first_keys, p_first_served, p_first_plans)
                as f (id, created_at, group_key, served, plan)
     ),
@@ -327,8 +349,8 @@ begin
         -- Jobs whose claimer died before their last attempt: found by the lease index, few, and
         -- all offered.
         select j.id, null,
-               coalesce(p_plan_priorities[array_position(p_plan_names, t.plan)],
-                        p_default_priority),
+               fairqueue.plan_priority(t.plan, p_plan_names, p_plan_priorities,
+                                       p_default_priority),
                coalesce(s.n, 0) + row_number() over (partition by j.group_key
                                                      order by j.created_at, j.id),
                j.created_at, false

@@ -39,8 +39,8 @@ begin
     -- The first p_batch tenants by their first pick, over every plan.
     tenants as (
         select x.tenant_key, x.n,
-               coalesce(p_plan_priorities[array_position(p_plan_names, p.plan)],
-                        p_default_priority) as priority
+               fairqueue.plan_priority(p.plan, p_plan_names, p_plan_priorities,
+                                       p_default_priority) as priority
           from present p
           cross join lateral (
               select t.tenant_key, t.n, t.best_n, t.best_created_at, t.best_id
@@ -174,8 +174,8 @@ begin
         -- Jobs whose claimer died before their last attempt: found by the lease index, few.
         -- They stand after their tenant's and their group's counts, which count them already.
         select j.id,
-               coalesce(p_plan_priorities[array_position(p_plan_names, t.plan)],
-                        p_default_priority),
+               fairqueue.plan_priority(t.plan, p_plan_names, p_plan_priorities,
+                                       p_default_priority),
                coalesce(ts.n, 0)
                    + row_number() over (partition by fairqueue.group_tenant_key(j.group_key)
                                         order by j.created_at, j.id),

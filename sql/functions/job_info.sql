@@ -66,8 +66,8 @@ as $$
 with ranked as (
     select s.group_key, s.plan, s.n, s.head_created_at,
            row_number() over (
-               order by coalesce(p_plan_priorities[array_position(p_plan_names, s.plan)],
-                                 p_default_priority) desc,
+               order by fairqueue.plan_priority(s.plan, p_plan_names, p_plan_priorities,
+                                                p_default_priority) desc,
                         s.n, s.head_created_at, s.head_id) - 1 as place
       from fairqueue.served s
      where s.type = p_type and s.head_id is not null and not s.paused
@@ -140,8 +140,8 @@ with tenants as (
 ), ranked as (
     select t.tenant_key, t.plan, t.served, t.head_created_at,
            row_number() over (
-               order by coalesce(p_plan_priorities[array_position(p_plan_names, t.plan)],
-                                 p_default_priority) desc,
+               order by fairqueue.plan_priority(t.plan, p_plan_names, p_plan_priorities,
+                                                p_default_priority) desc,
                         t.served, t.best_n, t.head_created_at, t.head_id) - 1 as place
       from tenants t
 ), mine as (
