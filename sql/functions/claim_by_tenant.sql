@@ -381,12 +381,7 @@ create or replace function fairqueue.claim_by_tenant(
 ) returns table (id uuid, tenant_id text)
 language sql security definer set search_path = pg_catalog, pg_temp
 as $$
-select fairqueue.door_argument(p_batch between 1 and 1000,
-    format('claim: batch must be from 1 to 1000, got %s', p_batch));
-select fairqueue.door_argument(p_lease_s > 0 and p_lease_s <= 86400,
-    format('claim: lease_s must be over 0 and at most 86400 (a day), got %s', p_lease_s));
-select fairqueue.door_argument(p_locked_by <> '' and length(p_locked_by) <= 200,
-    'claim: locked_by must be 1 to 200 characters');
+select fairqueue.door_claim_arguments(p_batch, p_lease_s, p_locked_by);
 select * from fairqueue.claim_by_tenant_unchecked(p_type, p_batch, p_lease_s, p_locked_by,
     p_run_id, p_plan_names, p_plan_priorities, p_default_priority);
 $$;

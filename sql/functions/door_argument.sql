@@ -31,3 +31,23 @@ end $$;
 alter function fairqueue.door_claimed_batch(text, text[], uuid[], text) owner to fairqueue_owner;
 revoke all on function fairqueue.door_claimed_batch(text, text[], uuid[], text)
     from public, fairqueue_app;
+
+-- What both claim doors are handed (claim, claim_by_tenant; sql/functions/claim.sql and
+-- claim_by_tenant.sql): a batch of 1 to 1,000, a lease over 0 and at most a day, and the
+-- claimer's name. The one check of it.
+create or replace function fairqueue.door_claim_arguments(p_batch integer,
+    p_lease_s double precision, p_locked_by text) returns void
+language plpgsql set search_path = pg_catalog, pg_temp
+as $$
+begin
+    perform fairqueue.door_argument(p_batch between 1 and 1000,
+        format('claim: batch must be from 1 to 1000, got %s', p_batch));
+    perform fairqueue.door_argument(p_lease_s > 0 and p_lease_s <= 86400,
+        format('claim: lease_s must be over 0 and at most 86400 (a day), got %s', p_lease_s));
+    perform fairqueue.door_argument(p_locked_by <> '' and length(p_locked_by) <= 200,
+        'claim: locked_by must be 1 to 200 characters');
+end $$;
+alter function fairqueue.door_claim_arguments(integer, double precision, text)
+    owner to fairqueue_owner;
+revoke all on function fairqueue.door_claim_arguments(integer, double precision, text)
+    from public, fairqueue_app;
