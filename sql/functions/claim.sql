@@ -65,9 +65,9 @@ revoke all on function fairqueue.fill_levels(text[], bigint[], bigint[])
 -- passed over and the claim reads further down the index. Without it (when every group with
 -- work is held) it takes the jobs nobody holds in held groups, and waits for their standings
 -- when it writes them: it holds no standing itself, so that wait cannot close a circle.
--- Each first job comes with what the claim ranks it by (its time, its group's served count and
--- plan), read where it was found, so the claim looks up neither again: one row of arrays, in
--- the order the jobs were taken.
+-- Each first job comes as a fairqueue.ranked_job (sql/0044_order_definitions_folded.sql), with
+-- what the claim ranks it by (its group's served count and plan) read where it was found, so the
+-- claim looks up neither again; in the order the jobs were taken.
 create or replace function fairqueue.claim_firsts(
     p_type text,
     p_batch integer,
@@ -75,33 +75,22 @@ create or replace function fairqueue.claim_firsts(
     p_plan_priorities integer[],
     p_default_priority integer,
     p_hold_groups boolean
-) returns table (first_keys text[], first_ids uuid[], first_times timestamptz[],
-    first_served bigint[], first_plans text[])
+) returns fairqueue.ranked_job[]
 language plpgsql set search_path = pg_catalog, pg_temp set jit = off
 as $$
 #variable_conflict use_column
 declare
     level record;
     candidates text[];
-    held text[];
-    held_served bigint[];
-    held_plans text[];
-    held_times timestamptz[];
-    held_heads uuid[];
     last_n bigint;
     last_at timestamptz;
     last_id uuid;
     need integer;
-    taken_keys text[] := '{}';
-    taken_ids uuid[] := '{}';
-    taken_times timestamptz[] := '{}';
-    taken_served bigint[] := '{}';
-    taken_plans text[] := '{}';
-    found_keys text[];
-    found_ids uuid[];
-    found_times timestamptz[];
-    found_served bigint[];
-    found_plans text[];
+    -- The standings of the candidates a pass holds, each with its group's head as its job.
+    heads fairqueue.ranked_job[];
+    -- The first jobs a pass found from those heads, and all the passes took.
+    found_jobs fairqueue.ranked_job[];
+    taken fairqueue.ranked_job[] := '{}';
     stale text[];
 begin
     -- The plans with standing groups, found by a skip scan, ranked into priority levels; within
@@ -131,7 +120,7 @@ begin
         last_at := '-infinity';
         last_id := '00000000-0000-0000-0000-000000000000';
         loop
-            need := p_batch - cardinality(taken_keys);
+            need := p_batch - cardinality(taken);
             exit when need <= 0;
             select array_agg(c.group_key order by c.n, c.head_created_at, c.head_id),
                    (array_agg(c.n order by c.n desc, c.head_created_at desc, c.head_id desc))[1],
@@ -154,21 +143,22 @@ begin
                      limit need) c;
             exit when candidates is null;
             if p_hold_groups then
-                select array_agg(h.group_key), array_agg(h.n), array_agg(h.plan),
-                       array_agg(h.head_created_at), array_agg(h.head_id)
-                  into held, held_served, held_plans, held_times, held_heads
+                select array_agg(row(h.group_key, h.n, h.plan, h.head_created_at,
+                                     h.head_id)::fairqueue.ranked_job)
+                  into heads
                   from unnest(candidates) as k (group_key)
                   cross join lateral (
                       select s.group_key, s.n, s.plan, s.head_created_at, s.head_id
                         from fairqueue.served s
                        where s.type = p_type and s.group_key = k.group_key
-                         and not s.group_key = any(taken_keys)
+                         and not exists (select 1 from unnest(taken) t
+                                          where t.group_key = k.group_key)
                          and s.head_id is not null and not s.paused
                          for no key update skip locked) h;
             else
-                select array_agg(s.group_key), array_agg(s.n), array_agg(s.plan),
-                       array_agg(s.head_created_at), array_agg(s.head_id)
-                  into held, held_served, held_plans, held_times, held_heads
+                select array_agg(row(s.group_key, s.n, s.plan, s.head_created_at,
+                                     s.head_id)::fairqueue.ranked_job)
+                  into heads
                   from unnest(candidates) as k (group_key)
                   cross join lateral (
                       select s.group_key, s.n, s.plan, s.head_created_at, s.head_id
@@ -183,41 +173,37 @@ begin
             -- enqueue holding the standing committed after a claim set the head without seeing
             -- it, is found by the next claim's head, which does not read from a head set so
             -- (recompute_heads).
-            select array_agg(f.group_key), array_agg(f.id), array_agg(f.created_at),
-                   array_agg(k.n), array_agg(k.plan)
-              into found_keys, found_ids, found_times, found_served, found_plans
-              from unnest(held, held_served, held_plans, held_times, held_heads)
-                   as k (group_key, n, plan, head_created_at, head_id)
+            select array_agg(row(f.group_key, k.served, k.plan, f.created_at,
+                                 f.id)::fairqueue.ranked_job)
+              into found_jobs
+              from unnest(heads) as k
               cross join lateral (
                   select j.group_key, j.id, j.created_at
                     from fairqueue.jobs j
                    where j.type = p_type and j.status = 'pending'
                      and j.group_key = k.group_key and j.run_after <= now()
                      and (j.created_at, j.id)
-                         >= (coalesce(k.head_created_at, '-infinity'),
-                             coalesce(k.head_id, '00000000-0000-0000-0000-000000000000'))
+                         >= (coalesce(k.created_at, '-infinity'),
+                             coalesce(k.id, '00000000-0000-0000-0000-000000000000'))
                      and not exists (select 1 from fairqueue.groups g
                                       where g.key = k.group_key and g.status = 'paused')
                    order by j.type, j.group_key, j.created_at, j.id
                    limit 1
                      for update of j skip locked) f;
-            taken_keys := taken_keys || coalesce(found_keys, '{}');
-            taken_ids := taken_ids || coalesce(found_ids, '{}');
-            taken_times := taken_times || coalesce(found_times, '{}');
-            taken_served := taken_served || coalesce(found_served, '{}');
-            taken_plans := taken_plans || coalesce(found_plans, '{}');
+            taken := taken || coalesce(found_jobs, '{}');
             -- A group this claim holds that offered nothing although its head is not held
             -- either: its standing is wrong (its jobs changed in a way no trigger saw, such as a
             -- truncate, or it was paused since), so it stands again from its jobs.
             if p_hold_groups
-               and cardinality(held) > coalesce(cardinality(found_keys), 0) then
+               and cardinality(heads) > coalesce(cardinality(found_jobs), 0) then
                 select array_agg(s.group_key) into stale
-                  from unnest(held) as k (group_key)
+                  from unnest(heads) as k
                   cross join lateral (
                       select s.group_key, s.head_id
                         from fairqueue.served s
                        where s.type = p_type and s.group_key = k.group_key
-                         and not k.group_key = any(coalesce(found_keys, '{}'))
+                         and not exists (select 1 from unnest(found_jobs) f
+                                          where f.group_key = k.group_key)
                        limit 1) s
                  where not exists (select 1 from fairqueue.jobs j
                                     where j.id = s.head_id and j.status = 'pending'
@@ -229,9 +215,9 @@ begin
             end if;
             exit when cardinality(candidates) < need;
         end loop;
-        exit when cardinality(taken_keys) >= p_batch;
+        exit when cardinality(taken) >= p_batch;
     end loop;
-    return query select taken_keys, taken_ids, taken_times, taken_served, taken_plans;
+    return taken;
 end $$;
 
 alter function fairqueue.claim_firsts(text, integer, text[], integer[], integer, boolean)
@@ -264,11 +250,7 @@ create or replace function fairqueue.claim_picks(
     p_plan_names text[],
     p_plan_priorities integer[],
     p_default_priority integer,
-    p_first_ids uuid[],
-    p_first_times timestamptz[],
-    p_first_keys text[],
-    p_first_served bigint[],
-    p_first_plans text[],
+    p_firsts fairqueue.ranked_job[],
     p_tight boolean
 ) returns table (ids uuid[], verified boolean)
 language plpgsql set search_path = pg_catalog, pg_temp set jit = off
@@ -276,12 +258,12 @@ language plpgsql set search_path = pg_catalog, pg_temp set jit = off
 as $$
 begin
     return query
+    -- The first jobs with their plans' priorities, which every step below ranks by.
     with firsts as (
         select f.id, f.created_at, f.group_key, f.served,
                fairqueue.plan_priority(f.plan, p_plan_names, p_plan_priorities,
                                        p_default_priority) as priority
-          from unnest(p_first_ids, p_first_times, p_first_keys, p_first_served, p_first_plans)
-               as f (id, created_at, group_key, served, plan)
+          from unnest(p_firsts) as f
     ),
     -- The (priority, served) places of the first jobs, with how many stand at or before each.
     levels as (
@@ -415,10 +397,10 @@ begin
                                             >= (l.created_at, l.id))))));
 end $$;
 
-alter function fairqueue.claim_picks(text, integer, text[], integer[], integer, uuid[],
-    timestamptz[], text[], bigint[], text[], boolean) owner to fairqueue_owner;
-revoke all on function fairqueue.claim_picks(text, integer, text[], integer[], integer, uuid[],
-    timestamptz[], text[], bigint[], text[], boolean) from public, fairqueue_app;
+alter function fairqueue.claim_picks(text, integer, text[], integer[], integer,
+    fairqueue.ranked_job[], boolean) owner to fairqueue_owner;
+revoke all on function fairqueue.claim_picks(text, integer, text[], integer[], integer,
+    fairqueue.ranked_job[], boolean) from public, fairqueue_app;
 
 -- What a claim writes on each job it takes: running, one more attempt, a lease of p_lease_s and
 -- its claimer. Both claims call it in the subtransaction that locked the rows (see
@@ -476,7 +458,7 @@ language plpgsql set search_path = pg_catalog, pg_temp set jit = off
 as $$
 #variable_conflict use_column
 declare
-    first_jobs record;
+    firsts fairqueue.ranked_job[];
     hold boolean;
     tight boolean;
     verified boolean;
@@ -506,18 +488,14 @@ begin
     tight := true;
     loop
         begin
-            select f.* into first_jobs
-              from fairqueue.claim_firsts(p_type, p_batch, p_plan_names, p_plan_priorities,
-                                          p_default_priority, hold) f;
-            if hold and cardinality(first_jobs.first_ids) = 0 then
+            firsts := fairqueue.claim_firsts(p_type, p_batch, p_plan_names, p_plan_priorities,
+                                             p_default_priority, hold);
+            if hold and cardinality(firsts) = 0 then
                 raise exception using errcode = 'FQ001';
             end if;
             select p.ids, p.verified into picked_ids, verified
               from fairqueue.claim_picks(p_type, p_batch, p_plan_names, p_plan_priorities,
-                                         p_default_priority, first_jobs.first_ids,
-                                         first_jobs.first_times, first_jobs.first_keys,
-                                         first_jobs.first_served, first_jobs.first_plans,
-                                         tight) p;
+                                         p_default_priority, firsts, tight) p;
             if tight and not verified then
                 raise exception using errcode = 'FQ002';
             end if;
