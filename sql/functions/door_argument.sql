@@ -51,3 +51,22 @@ alter function fairqueue.door_claim_arguments(integer, double precision, text)
     owner to fairqueue_owner;
 revoke all on function fairqueue.door_claim_arguments(integer, double precision, text)
     from public, fairqueue_app;
+
+-- What the two doors that place a job in the order are handed (group_standing,
+-- tenant_standing; sql/functions/job_info.sql): at most 100 standings ahead, and one priority
+-- for each plan name. The one check of it.
+create or replace function fairqueue.door_standing_arguments(p_door text, p_ahead integer,
+    p_plan_names text[], p_plan_priorities integer[]) returns void
+language plpgsql set search_path = pg_catalog, pg_temp
+as $$
+begin
+    perform fairqueue.door_argument(p_ahead between 0 and 100,
+        format('%s: ahead must be from 0 to 100, got %s', p_door, p_ahead));
+    perform fairqueue.door_argument(
+        cardinality(p_plan_names) = cardinality(p_plan_priorities),
+        format('%s: one priority per plan name', p_door));
+end $$;
+alter function fairqueue.door_standing_arguments(text, integer, text[], integer[])
+    owner to fairqueue_owner;
+revoke all on function fairqueue.door_standing_arguments(text, integer, text[], integer[])
+    from public, fairqueue_app;

@@ -98,11 +98,7 @@ create or replace function fairqueue.group_standing(
                  oldest_created_at timestamptz)
 language sql stable security definer set search_path = pg_catalog, pg_temp
 as $$
-select fairqueue.door_argument(p_ahead between 0 and 100,
-    format('group_standing: ahead must be from 0 to 100, got %s', p_ahead));
-select fairqueue.door_argument(
-    cardinality(p_plan_names) = cardinality(p_plan_priorities),
-    'group_standing: one priority per plan name');
+select fairqueue.door_standing_arguments('group_standing', p_ahead, p_plan_names, p_plan_priorities);
 select * from fairqueue.group_standing_unchecked(p_type, p_group_key, p_plan_names,
                                                  p_plan_priorities, p_default_priority, p_ahead);
 $$;
@@ -182,11 +178,7 @@ create or replace function fairqueue.tenant_standing(
                  oldest_created_at timestamptz, groups_ahead bigint)
 language sql stable security definer set search_path = pg_catalog, pg_temp
 as $$
-select fairqueue.door_argument(p_ahead between 0 and 100,
-    format('tenant_standing: ahead must be from 0 to 100, got %s', p_ahead));
-select fairqueue.door_argument(
-    cardinality(p_plan_names) = cardinality(p_plan_priorities),
-    'tenant_standing: one priority per plan name');
+select fairqueue.door_standing_arguments('tenant_standing', p_ahead, p_plan_names, p_plan_priorities);
 select * from fairqueue.tenant_standing_unchecked(p_type, p_group_key, p_plan_names,
                                                   p_plan_priorities, p_default_priority, p_ahead);
 $$;

@@ -136,6 +136,7 @@ HOSTILE_CALLS = [
     "select fairqueue.extend_leases_unchecked(array['a'], array[gen_random_uuid()], 'me', 60)",
     "select fairqueue.door_claimed_batch('x', array['a'], array[gen_random_uuid()], 'me')",
     "select fairqueue.door_claim_arguments(10, 60, 'me')",
+    "select fairqueue.door_standing_arguments('x', 3, '{}', '{}')",
 ]
 
 
