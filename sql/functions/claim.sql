@@ -274,6 +274,8 @@ begin
                   from firsts f
                  group by 1, 2) l
     ),
+    -- How many jobs each first group could take at all (the bound above): one, and as many more
+    -- as the places at and after its own leave room for in the batch.
     reach as (
         select f.id, f.created_at, f.group_key, f.priority, f.served,
                1 + coalesce(max(least(coalesce(l.next_served - f.served, p_batch),
@@ -284,6 +286,8 @@ begin
           join levels l on l.priority = f.priority and l.served >= f.served
          group by f.id, f.created_at, f.group_key, f.priority, f.served
     ),
+    -- The least a group offers (a share of twice the batch when fewer groups than the batch
+    -- offer a first job), and the top priority among the groups.
     share as (
         select case when count(*) >= p_batch then 1
                     else greatest(1, 2 * p_batch / greatest(count(*), 1)) end as per_group,
@@ -299,6 +303,9 @@ begin
                  where r.priority = share.top) a
           cross join lateral fairqueue.fill_levels(a.keys, a.batches, a.served) f
     ),
+    -- How deep each group offers: most is all it could take, take is what it offers in this
+    -- pass, never less than the share (tight: the top priority's groups to one past the water
+    -- level, the others their first job).
     allowed as (
         select r.id, r.created_at, r.group_key, r.priority, r.served,
                greatest(r.picks, share.per_group) as most,
@@ -309,6 +316,9 @@ begin
                         share.per_group) as take
           from reach r, share, water
     ),
+    -- The jobs on offer, each at the served count it would be picked at: a group's first job
+    -- (locked already: mine), then its next oldest due jobs, as many as it takes, and the jobs
+    -- whose lease expired.
     offered as (
         select a.id, a.group_key, a.priority, a.served + 1 as served, a.created_at, true as mine
           from allowed a
@@ -363,6 +373,8 @@ begin
          where o.mine or l.id is not null
          limit p_batch
     ),
+    -- The batch's last pick and how many were picked, which the groups cut short are held
+    -- against below.
     last_pick as (
         select p.priority, p.served, p.created_at, p.id, count(*) over () as picks
           from picked p
