@@ -1,17 +1,18 @@
+-- requires: triggers/standings_sync.sql
+-- requires: triggers/tenant_changes.sql
 -- The four trigger functions that copied a tenant's plan or a group's pause into the standings
 -- are one, fairqueue.copy_to_standings, told by its trigger's argument which column it copies
--- (sql/triggers/standings_sync.sql). Their triggers go with them here and are made again, on
--- the one function, with the rest of the definitions after the migrations.
-drop trigger if exists tenants_plan_inserted on fairqueue.tenants;
-drop trigger if exists tenants_plan_updated on fairqueue.tenants;
-drop trigger if exists tenants_removed on fairqueue.tenants;
-drop trigger if exists groups_status_inserted on fairqueue.groups;
-drop trigger if exists groups_status_updated on fairqueue.groups;
-drop trigger if exists groups_removed on fairqueue.groups;
+-- (sql/triggers/standings_sync.sql); the three that log how a statement changed the served
+-- counts of a type listed for the tenant level are one, fairqueue.log_tenant_changes
+-- (sql/triggers/tenant_changes.sql). Their files, applied first, put the same triggers on the
+-- new functions, so the old ones are dropped here with nothing depending on them.
 drop function if exists fairqueue.tenants_plan_changed();
 drop function if exists fairqueue.tenants_removed();
 drop function if exists fairqueue.groups_status_changed();
 drop function if exists fairqueue.groups_removed();
+drop function if exists fairqueue.served_inserted();
+drop function if exists fairqueue.served_updated();
+drop function if exists fairqueue.served_deleted();
 
 -- A job as the fair order ranks it: its group's key, served count and plan, and its own time and
 -- id. The group claim's first jobs travel from claim_firsts to claim_picks as one array of these
