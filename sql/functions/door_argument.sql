@@ -31,3 +31,42 @@ end $$;
 alter function fairqueue.door_claimed_batch(text, text[], uuid[], text) owner to fairqueue_owner;
 revoke all on function fairqueue.door_claimed_batch(text, text[], uuid[], text)
     from public, fairqueue_app;
+
+-- What both claim doors are handed (claim, claim_by_tenant; sql/order/claim.sql and
+-- claim_by_tenant.sql): a batch of 1 to 1,000, a lease over 0 and at most a day, and the
+-- claimer's name. The one check of it.
+create or replace function fairqueue.door_claim_arguments(p_batch integer,
+    p_lease_s double precision, p_locked_by text) returns void
+language plpgsql set search_path = pg_catalog, pg_temp
+as $$
+begin
+    perform fairqueue.door_argument(p_batch between 1 and 1000,
+        format('claim: batch must be from 1 to 1000, got %s', p_batch));
+    perform fairqueue.door_argument(p_lease_s > 0 and p_lease_s <= 86400,
+        format('claim: lease_s must be over 0 and at most 86400 (a day), got %s', p_lease_s));
+    perform fairqueue.door_argument(p_locked_by <> '' and length(p_locked_by) <= 200,
+        'claim: locked_by must be 1 to 200 characters');
+end $$;
+alter function fairqueue.door_claim_arguments(integer, double precision, text)
+    owner to fairqueue_owner;
+revoke all on function fairqueue.door_claim_arguments(integer, double precision, text)
+    from public, fairqueue_app;
+
+-- What the two doors that place a job in the order are handed (group_standing,
+-- tenant_standing; sql/functions/job_info.sql): at most 100 standings ahead, and one priority
+-- for each plan name. The one check of it.
+create or replace function fairqueue.door_standing_arguments(p_door text, p_ahead integer,
+    p_plan_names text[], p_plan_priorities integer[]) returns void
+language plpgsql set search_path = pg_catalog, pg_temp
+as $$
+begin
+    perform fairqueue.door_argument(p_ahead between 0 and 100,
+        format('%s: ahead must be from 0 to 100, got %s', p_door, p_ahead));
+    perform fairqueue.door_argument(
+        cardinality(p_plan_names) = cardinality(p_plan_priorities),
+        format('%s: one priority per plan name', p_door));
+end $$;
+alter function fairqueue.door_standing_arguments(text, integer, text[], integer[])
+    owner to fairqueue_owner;
+revoke all on function fairqueue.door_standing_arguments(text, integer, text[], integer[])
+    from public, fairqueue_app;

@@ -66,8 +66,8 @@ as $$
 with ranked as (
     select s.group_key, s.plan, s.n, s.head_created_at,
            row_number() over (
-               order by coalesce(p_plan_priorities[array_position(p_plan_names, s.plan)],
-                                 p_default_priority) desc,
+               order by fairqueue.plan_priority(s.plan, p_plan_names, p_plan_priorities,
+                                                p_default_priority) desc,
                         s.n, s.head_created_at, s.head_id) - 1 as place
       from fairqueue.served s
      where s.type = p_type and s.head_id is not null and not s.paused
@@ -98,11 +98,7 @@ create or replace function fairqueue.group_standing(
                  oldest_created_at timestamptz)
 language sql stable security definer set search_path = pg_catalog, pg_temp
 as $$
-select fairqueue.door_argument(p_ahead between 0 and 100,
-    format('group_standing: ahead must be from 0 to 100, got %s', p_ahead));
-select fairqueue.door_argument(
-    cardinality(p_plan_names) = cardinality(p_plan_priorities),
-    'group_standing: one priority per plan name');
+select fairqueue.door_standing_arguments('group_standing', p_ahead, p_plan_names, p_plan_priorities);
 select * from fairqueue.group_standing_unchecked(p_type, p_group_key, p_plan_names,
                                                  p_plan_priorities, p_default_priority, p_ahead);
 $$;
@@ -117,8 +113,9 @@ grant execute on function
 -- The tenant level's place of a waiting job (Stage(fair_share="tenant")): its tenant's place among
 -- the type's tenants, ranked as claim_by_tenant ranks them (plan priority, the fewest served, then
 -- its best group's head), with the standings of the p_ahead tenants just before it; and, on its
--- own row, how many of its tenant's groups come before its group. Read from the groups' rows, not
--- from the tenant standings, which only a claim folds.
+-- own row, how many of its tenant's groups come before its group. Read from the groups' rows
+-- (tenant_standings_from_groups, which a listing builds the tenant standings from), not from the
+-- tenant standings, which only a claim folds.
 create or replace function fairqueue.tenant_standing_unchecked(
     p_type text,
     p_group_key text,
@@ -130,24 +127,24 @@ create or replace function fairqueue.tenant_standing_unchecked(
                  oldest_created_at timestamptz, groups_ahead bigint)
 language sql stable set search_path = pg_catalog, pg_temp
 as $$
-with tenants as (
-    select t.tenant_key, t.served, b.plan, b.n as best_n, b.head_created_at, b.head_id
-      from (select s.tenant_key, sum(s.n)::bigint as served
-              from fairqueue.served s
-             where s.type = p_type
-             group by s.tenant_key) t
-      cross join lateral fairqueue.tenant_best_group(p_type, t.tenant_key) b
-), ranked as (
-    select t.tenant_key, t.plan, t.served, t.head_created_at,
+-- The tenants with a group to offer, in the claim's order: the columns it walks the tenant
+-- standings' index by (sql/migrations/0021_tenant_standings.sql), each plan ranked by its priority.
+with ranked as (
+    select t.tenant_key, t.plan, t.n as served, t.best_created_at,
            row_number() over (
-               order by coalesce(p_plan_priorities[array_position(p_plan_names, t.plan)],
-                                 p_default_priority) desc,
-                        t.served, t.best_n, t.head_created_at, t.head_id) - 1 as place
-      from tenants t
-), mine as (
+               order by fairqueue.plan_priority(t.plan, p_plan_names, p_plan_priorities,
+                                                p_default_priority) desc,
+                        t.n, t.best_n, t.best_created_at, t.best_id) - 1 as place
+      from fairqueue.tenant_standings_from_groups(p_type) t
+     where t.best_id is not null
+),
+-- The job's own tenant, whose place the answer is counted back from.
+mine as (
     select r.place, r.tenant_key from ranked r
      where r.tenant_key = fairqueue.group_tenant_key(p_group_key)
-), within_tenant as (
+),
+-- The groups of that tenant ahead of the job's, in the order within a tenant.
+within_tenant as (
     select count(*) as ahead
       from fairqueue.served g
       join fairqueue.served s
@@ -156,7 +153,7 @@ with tenants as (
        and (s.n, s.head_created_at, s.head_id) < (g.n, g.head_created_at, g.head_id)
      where g.type = p_type and g.group_key = p_group_key
 )
-select r.place, r.tenant_key = m.tenant_key, r.plan, r.served, r.head_created_at,
+select r.place, r.tenant_key = m.tenant_key, r.plan, r.served, r.best_created_at,
        case when r.tenant_key = m.tenant_key then (select w.ahead from within_tenant w) end
   from ranked r, mine m
  where r.place between m.place - p_ahead and m.place
@@ -181,11 +178,7 @@ create or replace function fairqueue.tenant_standing(
                  oldest_created_at timestamptz, groups_ahead bigint)
 language sql stable security definer set search_path = pg_catalog, pg_temp
 as $$
-select fairqueue.door_argument(p_ahead between 0 and 100,
-    format('tenant_standing: ahead must be from 0 to 100, got %s', p_ahead));
-select fairqueue.door_argument(
-    cardinality(p_plan_names) = cardinality(p_plan_priorities),
-    'tenant_standing: one priority per plan name');
+select fairqueue.door_standing_arguments('tenant_standing', p_ahead, p_plan_names, p_plan_priorities);
 select * from fairqueue.tenant_standing_unchecked(p_type, p_group_key, p_plan_names,
                                                   p_plan_priorities, p_default_priority, p_ahead);
 $$;

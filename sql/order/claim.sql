@@ -1,3 +1,25 @@
+-- A plan's priority in the fair order: the priority p_plan_priorities gives it beside its name
+-- in p_plan_names, or p_default_priority for a plan not named there (no tenant, or a plan the
+-- caller does not know). The one spelling of that lookup, for both claims and the standings an
+-- operator reads (sql/functions/job_info.sql). One expression with every name
+-- schema-qualified and no SET clause, so that the planner inlines it where it is called, as it
+-- does fill_levels below.
+create or replace function fairqueue.plan_priority(
+    p_plan text,
+    p_plan_names text[],
+    p_plan_priorities integer[],
+    p_default_priority integer
+) returns integer
+language sql immutable parallel safe
+as $$
+select coalesce(p_plan_priorities[pg_catalog.array_position(p_plan_names, p_plan)],
+                p_default_priority)
+$$;
+
+alter function fairqueue.plan_priority(text, text[], integer[], integer) owner to fairqueue_owner;
+revoke all on function fairqueue.plan_priority(text, text[], integer[], integer)
+    from public, fairqueue_app;
+
 -- The level at which queues whose first picks stand at the given served counts fill a batch,
 -- if each had picks enough, for each set of queues (p_keys): the least x with
 -- sum(x - served + 1) >= batch over the set's counts at most x (a queue at count c gives one pick
@@ -36,15 +58,17 @@ revoke all on function fairqueue.fill_levels(text[], bigint[], bigint[])
     from public, fairqueue_app;
 
 -- The first job of each of the best groups that offer one, for the claim below: the groups come
--- from the standing index (sql/migrations/0019_standings.sql), best first, plan by plan, and each
--- offers its oldest due job that no one else holds (skip locked). With p_hold_groups the claim also
--- locks each group's standing (skip locked), so concurrent claimers take different groups and never
--- wait for one another; a group another claimer holds, or whose due jobs are all held, is passed
--- over and the claim reads further down the index. Without it (when every group with work is held)
--- it takes the jobs nobody holds in held groups, and waits for their standings when it writes them:
--- it holds no standing itself, so that wait cannot close a circle. Each first job comes with what
--- the claim ranks it by (its time, its group's served count and plan), read where it was found, so
--- the claim looks up neither again: one row of arrays, in the order the jobs were taken.
+-- from the standing index (sql/migrations/0019_standings.sql), best first, plan by plan, and
+-- each offers its oldest due job that no one else holds (skip locked). With p_hold_groups the
+-- claim also locks each group's standing (skip locked), so concurrent claimers take different
+-- groups and never wait for one another; a group another claimer holds, or whose due jobs are
+-- all held, is passed over and the claim reads further down the index. Without it (when every
+-- group with work is held) it takes the jobs nobody holds in held groups, and waits for their
+-- standings when it writes them: it holds no standing itself, so that wait cannot close a
+-- circle. Each first job comes as a fairqueue.ranked_job
+-- (sql/migrations/0044_order_definitions_folded.sql), with what the claim ranks it by (its
+-- group's served count and plan) read where it was found, so the claim looks up neither again;
+-- in the order the jobs were taken.
 create or replace function fairqueue.claim_firsts(
     p_type text,
     p_batch integer,
@@ -52,33 +76,22 @@ create or replace function fairqueue.claim_firsts(
     p_plan_priorities integer[],
     p_default_priority integer,
     p_hold_groups boolean
-) returns table (first_keys text[], first_ids uuid[], first_times timestamptz[],
-    first_served bigint[], first_plans text[])
+) returns fairqueue.ranked_job[]
 language plpgsql set search_path = pg_catalog, pg_temp set jit = off
 as $$
 #variable_conflict use_column
 declare
     level record;
     candidates text[];
-    held text[];
-    held_served bigint[];
-    held_plans text[];
-    held_times timestamptz[];
-    held_heads uuid[];
     last_n bigint;
     last_at timestamptz;
     last_id uuid;
     need integer;
-    taken_keys text[] := '{}';
-    taken_ids uuid[] := '{}';
-    taken_times timestamptz[] := '{}';
-    taken_served bigint[] := '{}';
-    taken_plans text[] := '{}';
-    found_keys text[];
-    found_ids uuid[];
-    found_times timestamptz[];
-    found_served bigint[];
-    found_plans text[];
+    -- The standings of the candidates a pass holds, each with its group's head as its job.
+    heads fairqueue.ranked_job[];
+    -- The first jobs a pass found from those heads, and all the passes took.
+    found_jobs fairqueue.ranked_job[];
+    taken fairqueue.ranked_job[] := '{}';
     stale text[];
 begin
     -- The plans with standing groups, found by a skip scan, ranked into priority levels; within
@@ -96,8 +109,8 @@ begin
               from present p
              where p.plan is not null
         )
-        select coalesce(p_plan_priorities[array_position(p_plan_names, p.plan)],
-                        p_default_priority) as priority,
+        select fairqueue.plan_priority(p.plan, p_plan_names, p_plan_priorities,
+                                       p_default_priority) as priority,
                array_agg(p.plan) as plans
           from present p
          where p.plan is not null
@@ -108,7 +121,7 @@ begin
         last_at := '-infinity';
         last_id := '00000000-0000-0000-0000-000000000000';
         loop
-            need := p_batch - cardinality(taken_keys);
+            need := p_batch - cardinality(taken);
             exit when need <= 0;
             select array_agg(c.group_key order by c.n, c.head_created_at, c.head_id),
                    (array_agg(c.n order by c.n desc, c.head_created_at desc, c.head_id desc))[1],
@@ -131,21 +144,22 @@ begin
                      limit need) c;
             exit when candidates is null;
             if p_hold_groups then
-                select array_agg(h.group_key), array_agg(h.n), array_agg(h.plan),
-                       array_agg(h.head_created_at), array_agg(h.head_id)
-                  into held, held_served, held_plans, held_times, held_heads
+                select array_agg(row(h.group_key, h.n, h.plan, h.head_created_at,
+                                     h.head_id)::fairqueue.ranked_job)
+                  into heads
                   from unnest(candidates) as k (group_key)
                   cross join lateral (
                       select s.group_key, s.n, s.plan, s.head_created_at, s.head_id
                         from fairqueue.served s
                        where s.type = p_type and s.group_key = k.group_key
-                         and not s.group_key = any(taken_keys)
+                         and not exists (select 1 from unnest(taken) t
+                                          where t.group_key = k.group_key)
                          and s.head_id is not null and not s.paused
                          for no key update skip locked) h;
             else
-                select array_agg(s.group_key), array_agg(s.n), array_agg(s.plan),
-                       array_agg(s.head_created_at), array_agg(s.head_id)
-                  into held, held_served, held_plans, held_times, held_heads
+                select array_agg(row(s.group_key, s.n, s.plan, s.head_created_at,
+                                     s.head_id)::fairqueue.ranked_job)
+                  into heads
                   from unnest(candidates) as k (group_key)
                   cross join lateral (
                       select s.group_key, s.n, s.plan, s.head_created_at, s.head_id
@@ -160,41 +174,37 @@ begin
             -- enqueue holding the standing committed after a claim set the head without seeing
             -- it, is found by the next claim's head, which does not read from a head set so
             -- (recompute_heads).
-            select array_agg(f.group_key), array_agg(f.id), array_agg(f.created_at),
-                   array_agg(k.n), array_agg(k.plan)
-              into found_keys, found_ids, found_times, found_served, found_plans
-              from unnest(held, held_served, held_plans, held_times, held_heads)
-                   as k (group_key, n, plan, head_created_at, head_id)
+            select array_agg(row(f.group_key, k.served, k.plan, f.created_at,
+                                 f.id)::fairqueue.ranked_job)
+              into found_jobs
+              from unnest(heads) as k
               cross join lateral (
                   select j.group_key, j.id, j.created_at
                     from fairqueue.jobs j
                    where j.type = p_type and j.status = 'pending'
                      and j.group_key = k.group_key and j.run_after <= now()
                      and (j.created_at, j.id)
-                         >= (coalesce(k.head_created_at, '-infinity'),
-                             coalesce(k.head_id, '00000000-0000-0000-0000-000000000000'))
+                         >= (coalesce(k.created_at, '-infinity'),
+                             coalesce(k.id, '00000000-0000-0000-0000-000000000000'))
                      and not exists (select 1 from fairqueue.groups g
                                       where g.key = k.group_key and g.status = 'paused')
                    order by j.type, j.group_key, j.created_at, j.id
                    limit 1
                      for update of j skip locked) f;
-            taken_keys := taken_keys || coalesce(found_keys, '{}');
-            taken_ids := taken_ids || coalesce(found_ids, '{}');
-            taken_times := taken_times || coalesce(found_times, '{}');
-            taken_served := taken_served || coalesce(found_served, '{}');
-            taken_plans := taken_plans || coalesce(found_plans, '{}');
+            taken := taken || coalesce(found_jobs, '{}');
             -- A group this claim holds that offered nothing although its head is not held
             -- either: its standing is wrong (its jobs changed in a way no trigger saw, such as a
             -- truncate, or it was paused since), so it stands again from its jobs.
             if p_hold_groups
-               and cardinality(held) > coalesce(cardinality(found_keys), 0) then
+               and cardinality(heads) > coalesce(cardinality(found_jobs), 0) then
                 select array_agg(s.group_key) into stale
-                  from unnest(held) as k (group_key)
+                  from unnest(heads) as k
                   cross join lateral (
                       select s.group_key, s.head_id
                         from fairqueue.served s
                        where s.type = p_type and s.group_key = k.group_key
-                         and not k.group_key = any(coalesce(found_keys, '{}'))
+                         and not exists (select 1 from unnest(found_jobs) f
+                                          where f.group_key = k.group_key)
                        limit 1) s
                  where not exists (select 1 from fairqueue.jobs j
                                     where j.id = s.head_id and j.status = 'pending'
@@ -206,9 +216,9 @@ begin
             end if;
             exit when cardinality(candidates) < need;
         end loop;
-        exit when cardinality(taken_keys) >= p_batch;
+        exit when cardinality(taken) >= p_batch;
     end loop;
-    return query select taken_keys, taken_ids, taken_times, taken_served, taken_plans;
+    return taken;
 end $$;
 
 alter function fairqueue.claim_firsts(text, integer, text[], integer[], integer, boolean)
@@ -241,11 +251,7 @@ create or replace function fairqueue.claim_picks(
     p_plan_names text[],
     p_plan_priorities integer[],
     p_default_priority integer,
-    p_first_ids uuid[],
-    p_first_times timestamptz[],
-    p_first_keys text[],
-    p_first_served bigint[],
-    p_first_plans text[],
+    p_firsts fairqueue.ranked_job[],
     p_tight boolean
 ) returns table (ids uuid[], verified boolean)
 language plpgsql set search_path = pg_catalog, pg_temp set jit = off
@@ -253,12 +259,12 @@ language plpgsql set search_path = pg_catalog, pg_temp set jit = off
 as $$
 begin
     return query
+    -- The first jobs with their plans' priorities, which every step below ranks by.
     with firsts as (
         select f.id, f.created_at, f.group_key, f.served,
-               coalesce(p_plan_priorities[array_position(p_plan_names, f.plan)],
-                        p_default_priority) as priority
-          from unnest(p_first_ids, p_first_times, p_first_keys, p_first_served, p_first_plans)
-               as f (id, created_at, group_key, served, plan)
+               fairqueue.plan_priority(f.plan, p_plan_names, p_plan_priorities,
+                                       p_default_priority) as priority
+          from unnest(p_firsts) as f
     ),
     -- The (priority, served) places of the first jobs, with how many stand at or before each.
     levels as (
@@ -269,6 +275,8 @@ begin
                   from firsts f
                  group by 1, 2) l
     ),
+    -- How many jobs each first group could take at all (the bound above): one, and as many more
+    -- as the places at and after its own leave room for in the batch.
     reach as (
         select f.id, f.created_at, f.group_key, f.priority, f.served,
                1 + coalesce(max(least(coalesce(l.next_served - f.served, p_batch),
@@ -279,6 +287,8 @@ begin
           join levels l on l.priority = f.priority and l.served >= f.served
          group by f.id, f.created_at, f.group_key, f.priority, f.served
     ),
+    -- The least a group offers (a share of twice the batch when fewer groups than the batch
+    -- offer a first job), and the top priority among the groups.
     share as (
         select case when count(*) >= p_batch then 1
                     else greatest(1, 2 * p_batch / greatest(count(*), 1)) end as per_group,
@@ -294,6 +304,9 @@ begin
                  where r.priority = share.top) a
           cross join lateral fairqueue.fill_levels(a.keys, a.batches, a.served) f
     ),
+    -- How deep each group offers: most is all it could take, take is what it offers in this
+    -- pass, never less than the share (tight: the top priority's groups to one past the water
+    -- level, the others their first job).
     allowed as (
         select r.id, r.created_at, r.group_key, r.priority, r.served,
                greatest(r.picks, share.per_group) as most,
@@ -304,6 +317,9 @@ begin
                         share.per_group) as take
           from reach r, share, water
     ),
+    -- The jobs on offer, each at the served count it would be picked at: a group's first job
+    -- (locked already: mine), then its next oldest due jobs, as many as it takes, and the jobs
+    -- whose lease expired.
     offered as (
         select a.id, a.group_key, a.priority, a.served + 1 as served, a.created_at, true as mine
           from allowed a
@@ -326,8 +342,8 @@ begin
         -- Jobs whose claimer died before their last attempt: found by the lease index, few, and
         -- all offered.
         select j.id, null,
-               coalesce(p_plan_priorities[array_position(p_plan_names, t.plan)],
-                        p_default_priority),
+               fairqueue.plan_priority(t.plan, p_plan_names, p_plan_priorities,
+                                       p_default_priority),
                coalesce(s.n, 0) + row_number() over (partition by j.group_key
                                                      order by j.created_at, j.id),
                j.created_at, false
@@ -358,6 +374,8 @@ begin
          where o.mine or l.id is not null
          limit p_batch
     ),
+    -- The batch's last pick and how many were picked, which the groups cut short are held
+    -- against below.
     last_pick as (
         select p.priority, p.served, p.created_at, p.id, count(*) over () as picks
           from picked p
@@ -392,10 +410,10 @@ begin
                                             >= (l.created_at, l.id))))));
 end $$;
 
-alter function fairqueue.claim_picks(text, integer, text[], integer[], integer, uuid[],
-    timestamptz[], text[], bigint[], text[], boolean) owner to fairqueue_owner;
-revoke all on function fairqueue.claim_picks(text, integer, text[], integer[], integer, uuid[],
-    timestamptz[], text[], bigint[], text[], boolean) from public, fairqueue_app;
+alter function fairqueue.claim_picks(text, integer, text[], integer[], integer,
+    fairqueue.ranked_job[], boolean) owner to fairqueue_owner;
+revoke all on function fairqueue.claim_picks(text, integer, text[], integer[], integer,
+    fairqueue.ranked_job[], boolean) from public, fairqueue_app;
 
 -- What a claim writes on each job it takes: running, one more attempt, a lease of p_lease_s and
 -- its claimer. Both claims call it in the subtransaction that locked the rows (see
@@ -453,7 +471,7 @@ language plpgsql set search_path = pg_catalog, pg_temp set jit = off
 as $$
 #variable_conflict use_column
 declare
-    first_jobs record;
+    firsts fairqueue.ranked_job[];
     hold boolean;
     tight boolean;
     verified boolean;
@@ -461,7 +479,7 @@ declare
     claimed_ids uuid[];
     claimed_tenants text[];
 begin
-    -- A type claimed by group keeps no tenant standings (sql/functions/tenant_standings.sql).
+    -- A type claimed by group keeps no tenant standings (sql/order/tenant_standings.sql).
     perform fairqueue.tenant_level_unlisted(p_type);
 
     perform fairqueue.stand_woken_groups(p_type);
@@ -483,18 +501,14 @@ begin
     tight := true;
     loop
         begin
-            select f.* into first_jobs
-              from fairqueue.claim_firsts(p_type, p_batch, p_plan_names, p_plan_priorities,
-                                          p_default_priority, hold) f;
-            if hold and cardinality(first_jobs.first_ids) = 0 then
+            firsts := fairqueue.claim_firsts(p_type, p_batch, p_plan_names, p_plan_priorities,
+                                             p_default_priority, hold);
+            if hold and cardinality(firsts) = 0 then
                 raise exception using errcode = 'FQ001';
             end if;
             select p.ids, p.verified into picked_ids, verified
               from fairqueue.claim_picks(p_type, p_batch, p_plan_names, p_plan_priorities,
-                                         p_default_priority, first_jobs.first_ids,
-                                         first_jobs.first_times, first_jobs.first_keys,
-                                         first_jobs.first_served, first_jobs.first_plans,
-                                         tight) p;
+                                         p_default_priority, firsts, tight) p;
             if tight and not verified then
                 raise exception using errcode = 'FQ002';
             end if;
@@ -531,12 +545,7 @@ create or replace function fairqueue.claim(
 ) returns table (id uuid, tenant_id text)
 language sql security definer set search_path = pg_catalog, pg_temp
 as $$
-select fairqueue.door_argument(p_batch between 1 and 1000,
-    format('claim: batch must be from 1 to 1000, got %s', p_batch));
-select fairqueue.door_argument(p_lease_s > 0 and p_lease_s <= 86400,
-    format('claim: lease_s must be over 0 and at most 86400 (a day), got %s', p_lease_s));
-select fairqueue.door_argument(p_locked_by <> '' and length(p_locked_by) <= 200,
-    'claim: locked_by must be 1 to 200 characters');
+select fairqueue.door_claim_arguments(p_batch, p_lease_s, p_locked_by);
 select * from fairqueue.claim_unchecked(p_type, p_batch, p_lease_s, p_locked_by, p_run_id,
     p_plan_names, p_plan_priorities, p_default_priority);
 $$;

@@ -25,6 +25,7 @@ language plpgsql set search_path = pg_catalog, pg_temp set jit = off
 as $$
 begin
     return query
+    -- The plans with tenants standing, found by a skip scan of the tenant standings' index.
     with recursive present (plan) as (
         (select t.plan from fairqueue.tenant_standings t
           where t.type = p_type and t.best_id is not null
@@ -39,8 +40,8 @@ begin
     -- The first p_batch tenants by their first pick, over every plan.
     tenants as (
         select x.tenant_key, x.n,
-               coalesce(p_plan_priorities[array_position(p_plan_names, p.plan)],
-                        p_default_priority) as priority
+               fairqueue.plan_priority(p.plan, p_plan_names, p_plan_priorities,
+                                       p_default_priority) as priority
           from present p
           cross join lateral (
               select t.tenant_key, t.n, t.best_n, t.best_created_at, t.best_id
@@ -62,6 +63,8 @@ begin
                lead(l.n) over (partition by l.priority order by l.n) as next_n
           from (select t.priority, t.n, count(*) as heads from tenants t group by 1, 2) l
     ),
+    -- Each tenant's bound: one pick, and as many more as the places at and after its own
+    -- leave room for in the batch.
     tenant_reach as (
         select t.tenant_key, t.n, t.priority,
                1 + coalesce(max(least(coalesce(l.next_n - t.n, p_batch),
@@ -72,7 +75,9 @@ begin
           join tenant_levels l on l.priority = t.priority and l.n >= t.n
          group by 1, 2, 3
     ),
+    -- The top priority among those tenants: only its tenants offer more than a pick when tight.
     top as (select max(r.priority) as priority from tenant_reach r),
+    -- The level the top priority's tenants fill the batch at.
     tenant_water as (
         select max(f.level) as level
           from (select array_agg(''::text) as keys, array_agg(p_batch::bigint) as batches,
@@ -83,6 +88,8 @@ begin
                 having bool_or(r.most > 1)) a
           cross join lateral fairqueue.fill_levels(a.keys, a.batches, a.served) f
     ),
+    -- How many picks each tenant offers in this pass: its bound, or when tight the top
+    -- priority's tenants to one past the water level and the others one.
     tenant_allowed as (
         select r.tenant_key, r.n, r.priority, r.most,
                case when not p_tight then r.most
@@ -114,6 +121,7 @@ begin
                   from tenant_groups g
                  group by 1, 2) l
     ),
+    -- Each group's bound within its tenant's picks.
     group_reach as (
         select g.tenant_key, g.tenant_n, g.priority, g.picks, g.group_key, g.n,
                g.head_created_at, g.head_id,
@@ -125,6 +133,7 @@ begin
           join group_levels l on l.tenant_key = g.tenant_key and l.n >= g.n
          group by 1, 2, 3, 4, 5, 6, 7, 8
     ),
+    -- The level each tenant's groups fill its picks at, for the tenants with more than one.
     group_water as materialized (
         select f.key as tenant_key, f.level
           from (select array_agg(r.tenant_key) as keys, array_agg(r.picks) as batches,
@@ -133,6 +142,8 @@ begin
                  where r.picks > 1) a
           cross join lateral fairqueue.fill_levels(a.keys, a.batches, a.served) f
     ),
+    -- How many jobs each group offers in this pass: its bound, or when tight and its tenant
+    -- takes more than one pick, one past the level its tenant's groups fill at.
     group_allowed as (
         select r.tenant_key, r.tenant_n, r.priority, r.picks, r.group_key, r.n,
                r.head_created_at, r.head_id, r.most,
@@ -159,6 +170,7 @@ begin
                order by j.type, j.group_key, j.created_at, j.id
                limit a.jobs) j
     ),
+    -- The jobs on offer ranked within their tenant: a tenant's picks merge its groups' jobs.
     ranked as (
         select o.id, o.created_at, o.priority, o.group_place, o.picks, o.tenant_key,
                row_number() over (partition by o.tenant_key
@@ -166,6 +178,8 @@ begin
                o.tenant_n
           from offered o
     ),
+    -- Each job on offer at its tenant's place and its group's: those within the picks their
+    -- tenant may take, and the jobs whose lease expired.
     offers (id, priority, tenant_place, group_place, created_at) as (
         select r.id, r.priority, r.tenant_n + r.pick, r.group_place, r.created_at
           from ranked r
@@ -174,8 +188,8 @@ begin
         -- Jobs whose claimer died before their last attempt: found by the lease index, few.
         -- They stand after their tenant's and their group's counts, which count them already.
         select j.id,
-               coalesce(p_plan_priorities[array_position(p_plan_names, t.plan)],
-                        p_default_priority),
+               fairqueue.plan_priority(t.plan, p_plan_names, p_plan_priorities,
+                                       p_default_priority),
                coalesce(ts.n, 0)
                    + row_number() over (partition by fairqueue.group_tenant_key(j.group_key)
                                         order by j.created_at, j.id),
@@ -210,6 +224,8 @@ begin
                  for update of j skip locked) l
          limit p_batch
     ),
+    -- The batch's last pick and how many were picked, which the tenants cut short are held
+    -- against below.
     last_pick as (
         select p.priority, p.tenant_place, count(*) over () as picks
           from picked p
@@ -381,12 +397,7 @@ create or replace function fairqueue.claim_by_tenant(
 ) returns table (id uuid, tenant_id text)
 language sql security definer set search_path = pg_catalog, pg_temp
 as $$
-select fairqueue.door_argument(p_batch between 1 and 1000,
-    format('claim: batch must be from 1 to 1000, got %s', p_batch));
-select fairqueue.door_argument(p_lease_s > 0 and p_lease_s <= 86400,
-    format('claim: lease_s must be over 0 and at most 86400 (a day), got %s', p_lease_s));
-select fairqueue.door_argument(p_locked_by <> '' and length(p_locked_by) <= 200,
-    'claim: locked_by must be 1 to 200 characters');
+select fairqueue.door_claim_arguments(p_batch, p_lease_s, p_locked_by);
 select * from fairqueue.claim_by_tenant_unchecked(p_type, p_batch, p_lease_s, p_locked_by,
     p_run_id, p_plan_names, p_plan_priorities, p_default_priority);
 $$;

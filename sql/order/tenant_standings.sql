@@ -19,6 +19,26 @@ $$;
 alter function fairqueue.tenant_best_group(text, text) owner to fairqueue_owner;
 revoke all on function fairqueue.tenant_best_group(text, text) from public, fairqueue_app;
 
+-- Each tenant of the type as it stands now, read from its groups' rows: its served count, the
+-- sum of its groups', and its best group (none, and the plan '', when its groups are all paused
+-- or have nothing due). The one reading of a tenant's standing from its groups: a listing
+-- builds the type's tenant standings from it, and an operator's question ranks tenants by it
+-- (tenant_standing_unchecked, sql/functions/job_info.sql) without waiting for a claim's fold.
+create or replace function fairqueue.tenant_standings_from_groups(p_type text)
+returns table (tenant_key text, n bigint, plan text, best_n bigint,
+               best_created_at timestamp with time zone, best_id uuid, best_group_key text)
+language sql stable
+as $$
+select a.tenant_key, a.n, coalesce(b.plan, ''), b.n, b.head_created_at, b.head_id, b.group_key
+  from (select s.tenant_key, sum(s.n)::bigint as n
+          from fairqueue.served s
+         where s.type = p_type
+         group by 1) a
+  left join lateral fairqueue.tenant_best_group(p_type, a.tenant_key) b on true
+$$;
+alter function fairqueue.tenant_standings_from_groups(text) owner to fairqueue_owner;
+revoke all on function fairqueue.tenant_standings_from_groups(text) from public, fairqueue_app;
+
 -- Folds the log of changes into the standings of the type's tenants. One statement, so the
 -- log rows it takes and the groups it reads are of one snapshot: every change it folds is in
 -- the groups it reads, and a change committed after the snapshot stays in the log for the
@@ -72,13 +92,9 @@ begin
     delete from fairqueue.tenant_standings t where t.type = p_type;
     insert into fairqueue.tenant_standings (type, tenant_key, n, plan, best_n, best_created_at,
                                             best_id, best_group_key)
-    select p_type, a.tenant_key, a.n, coalesce(b.plan, ''), b.n, b.head_created_at, b.head_id,
-           b.group_key
-      from (select s.tenant_key, sum(s.n)::bigint as n
-              from fairqueue.served s
-             where s.type = p_type
-             group by 1) a
-      left join lateral fairqueue.tenant_best_group(p_type, a.tenant_key) b on true;
+    select p_type, t.tenant_key, t.n, t.plan, t.best_n, t.best_created_at, t.best_id,
+           t.best_group_key
+      from fairqueue.tenant_standings_from_groups(p_type) t;
 end $$;
 alter function fairqueue.tenant_level_listed(text) owner to fairqueue_owner;
 revoke all on function fairqueue.tenant_level_listed(text) from public, fairqueue_app;

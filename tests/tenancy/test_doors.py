@@ -135,6 +135,8 @@ HOSTILE_CALLS = [
     " array(select gen_random_uuid() from generate_series(1, 1001)), 'me', 60)",
     "select fairqueue.extend_leases_unchecked(array['a'], array[gen_random_uuid()], 'me', 60)",
     "select fairqueue.door_claimed_batch('x', array['a'], array[gen_random_uuid()], 'me')",
+    "select fairqueue.door_claim_arguments(10, 60, 'me')",
+    "select fairqueue.door_standing_arguments('x', 3, '{}', '{}')",
 ]
 
 

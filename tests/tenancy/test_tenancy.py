@@ -223,10 +223,7 @@ def test_only_the_documented_doors_run_as_their_owner_and_none_returns_a_payload
         "jobs_served_insert",
         "jobs_served_update",
         "jobs_served_delete",
-        "tenants_plan_changed",
-        "tenants_removed",
-        "groups_status_changed",
-        "groups_removed",
+        "copy_to_standings",
     }
     assert {d["proname"] for d in definers} == DOORS | triggers
     assert not [d for d in definers if "payload" in d["result"]]
