@@ -7,11 +7,10 @@ from dataclasses import dataclass
 from uuid import UUID
 
 from .db import Connection
-from .errors import InvalidPayload, JobNotCancellable, UnknownJob
-from .inputs import check_label
+from .errors import JobNotCancellable
+from .job_info import tenant_job
 from .lanes import lock_lane, promote_next, refund
 from .queries import query
-from .tenancy import tenant_scope
 
 CANCELLED_NOTE = "cancelled before it started"
 
@@ -29,14 +28,7 @@ def cancel_job(conn: Connection, job_id: UUID, *, tenant_id: str | None) -> Canc
     """Cancel a queued or pending job of ``tenant_id``. A running or finished one is refused
     (``JobNotCancellable``), as is an id the tenant has no job of (``UnknownJob``). Held
     upstream work is left as it is. Runs in the caller's transaction when one is open."""
-    if not isinstance(job_id, UUID):
-        raise InvalidPayload(f"a job id must be a UUID, got {job_id!r}")
-    check_label("tenant_id", tenant_id)
-    with tenant_scope(conn, tenant_id):
-        params = {"id": job_id, "tenant_id": tenant_id}
-        found = conn.execute(query("job_status"), params).fetchone()
-        if found is None:
-            raise UnknownJob(f"no job {job_id}")
+    with tenant_job(conn, job_id, tenant_id, "job_status") as (params, found):
         if found["lane"] is not None:
             # The lane's order is changed under its lock, as admission and promotion change it.
             lock_lane(conn, tenant_id, found["lane"])

@@ -4,7 +4,8 @@ tenants only, then each read under its own tenant's clamp."""
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
@@ -14,7 +15,7 @@ from .db import Connection
 from .errors import InvalidPayload, UnknownJob
 from .inputs import check_label
 from .queries import query
-from .tenancy import tenants_transaction
+from .tenancy import tenant_scope, tenants_transaction
 
 STATUSES: Final = ("queued", "pending", "running", "done", "failed", "cancelled")
 MAX_LISTED: Final = 10_000
@@ -103,3 +104,21 @@ def get_job(conn: Connection, job_id: UUID) -> JobInfo:
     if not jobs:
         raise UnknownJob(f"no job {job_id}")
     return jobs[0]
+
+
+@contextmanager
+def tenant_job(
+    conn: Connection, job_id: UUID, tenant_id: str | None, query_name: str
+) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
+    """An operator's action on one job of ``tenant_id``: the arguments checked, then, under the
+    tenant's scope, the job's parameters and its row as ``query_name`` reads it; an id the
+    tenant has no job of is ``UnknownJob``. The action runs inside the block."""
+    if not isinstance(job_id, UUID):
+        raise InvalidPayload(f"a job id must be a UUID, got {job_id!r}")
+    check_label("tenant_id", tenant_id)
+    with tenant_scope(conn, tenant_id):
+        params = {"id": job_id, "tenant_id": tenant_id}
+        found = conn.execute(query(query_name), params).fetchone()
+        if found is None:
+            raise UnknownJob(f"no job {job_id}")
+        yield params, found

@@ -10,12 +10,11 @@ from uuid import UUID
 import psycopg
 
 from .db import Connection
-from .errors import DuplicateJob, InvalidPayload, JobNotRetryable, UnknownJob
-from .inputs import check_label
+from .errors import DuplicateJob, JobNotRetryable
+from .job_info import tenant_job
 from .jobs import doorbell_of, ring_when_committed
 from .lanes import lock_lane, promote_next
 from .queries import query
-from .tenancy import tenant_scope
 
 
 @dataclass(frozen=True)
@@ -32,14 +31,7 @@ def retry_job(conn: Connection, job_id: UUID, *, tenant_id: str | None) -> Retri
     admit it again) with ``JobNotRetryable``; an open job of the tenant holding its dedupe key
     with ``DuplicateJob``; an id the tenant has no job of with ``UnknownJob``. Runs in the
     caller's transaction when one is open."""
-    if not isinstance(job_id, UUID):
-        raise InvalidPayload(f"a job id must be a UUID, got {job_id!r}")
-    check_label("tenant_id", tenant_id)
-    with tenant_scope(conn, tenant_id):
-        params = {"id": job_id, "tenant_id": tenant_id}
-        found = conn.execute(query("job_for_retry"), params).fetchone()
-        if found is None:
-            raise UnknownJob(f"no job {job_id}")
+    with tenant_job(conn, job_id, tenant_id, "job_for_retry") as (params, found):
         if found["status"] != "failed":
             raise JobNotRetryable(
                 f"job {job_id} is {found['status']}: only a failed job is retried"
