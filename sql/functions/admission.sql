@@ -159,11 +159,14 @@ alter function fairqueue.lane_place(text, text, timestamptz, uuid) owner to fair
 revoke all on function fairqueue.lane_place(text, text, timestamptz, uuid) from public, fairqueue_app;
 grant execute on function fairqueue.lane_place(text, text, timestamptz, uuid) to fairqueue_app;
 
--- A tenant's credit balance, under the caller's clamp: the sum of its ledger.
+-- A tenant's credit balance, under the caller's clamp: the sum of its ledger. Grants keep a
+-- balance under fairqueue.lanes.MAX_BALANCE; a ledger written before they did may sum past what
+-- a bigint holds (sum over bigint is a numeric), and is read as the bigint nearest its sum
+-- rather than making every read of the balance, and every admission of the tenant, fail.
 create or replace function fairqueue.credit_balance(p_tenant_id text) returns bigint
 language sql stable
 as $$
-select coalesce(sum(c.amount), 0)::bigint
+select least(greatest(coalesce(sum(c.amount), 0), -9223372036854775808), 9223372036854775807)::bigint
   from fairqueue.credits c
  where c.tenant_id is not distinct from p_tenant_id
 $$;

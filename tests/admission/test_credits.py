@@ -15,7 +15,15 @@ from fairqueue import Stage, connect
 from fairqueue.cli import main
 from fairqueue.db import Connection
 from fairqueue.errors import InvalidPayload
-from fairqueue.lanes import Admission, InsufficientCredit, add_credits, admit, balance, refund
+from fairqueue.lanes import (
+    MAX_BALANCE,
+    Admission,
+    InsufficientCredit,
+    add_credits,
+    admit,
+    balance,
+    refund,
+)
 from fairqueue.tenancy import tenant_scope
 from support.rows import race
 
@@ -117,3 +125,56 @@ def test_cli_grants_credits_and_shows_the_balance(
     assert exited.value.code == 2
     assert main(["--database-url", dsn, "credits", "grant", "", "3"]) == 2
     assert balance(conn, "acme") == 10
+
+
+def test_a_grant_past_the_most_a_balance_holds_is_refused_with_nothing_written(
+    login: str, conn: Connection
+) -> None:
+    with connect(login, autocommit=True) as c:
+        add_credits(c, "acme", MAX_BALANCE - 5)
+        with pytest.raises(InvalidPayload, match="past the most a balance holds"):
+            add_credits(c, "acme", 6)
+        with pytest.raises(InvalidPayload, match="moves at most"):
+            add_credits(c, "acme", 2**63 - 1)
+        add_credits(c, "acme", 5)  # exactly the most is allowed
+        assert balance(c, "acme") == MAX_BALANCE
+    assert ledger(conn, "acme") == [("grant", MAX_BALANCE - 5), ("grant", 5)]
+
+
+def test_concurrent_grants_never_take_a_balance_past_the_most(dsn: str, conn: Connection) -> None:
+    add_credits(conn, "acme", MAX_BALANCE - 10)
+
+    def grant() -> str:
+        with connect(dsn, autocommit=True) as c:
+            try:
+                add_credits(c, "acme", 6)
+            except InvalidPayload:
+                return "refused"
+            return "granted"
+
+    assert sorted(race([grant, grant, grant])) == ["granted", "refused", "refused"]
+    assert balance(conn, "acme") == MAX_BALANCE - 4
+
+
+def test_a_ledger_summing_past_a_bigint_still_reads(admin_dsn: str, conn: Connection) -> None:
+    # Written as the owner, as grants could before balances were bounded.
+    with connect(admin_dsn, autocommit=True) as owner:
+        for _ in range(2):
+            owner.execute(
+                "insert into fairqueue.credits (tenant_id, kind, amount) values ('acme', 'grant',"
+                " 5000000000000000000)"
+            )
+    assert balance(conn, "acme") == 2**63 - 1
+    with pytest.raises(InvalidPayload, match="past the most a balance holds"):
+        add_credits(conn, "acme", 1)
+
+
+def test_cli_refuses_a_grant_no_balance_can_hold_in_one_line(
+    dsn: str, conn: Connection, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for amount in ("9223372036854775807", "99999999999999999999"):
+        assert main(["--database-url", dsn, "credits", "grant", "acme", amount]) == 2
+        assert capsys.readouterr().err.count("\n") == 1
+    assert main(["--database-url", dsn, "credits", "balance", "acme"]) == 0
+    assert capsys.readouterr().out.strip() == "0"
+    assert ledger(conn, "acme") == []

@@ -29,6 +29,10 @@ from .tenancy import mismatch_of, tenant_scope, transaction_unless_open
 LANE_LOCK_NAMESPACE: Final = 0x46514C4E
 CREDIT_LOCK_NAMESPACE: Final = 0x46514352
 
+# The most credits one ledger entry may move and one balance may hold: far more than any plan
+# grants, and far below what a bigint holds, so no ledger kept under it sums past one.
+MAX_BALANCE: Final = 10**15
+
 
 @dataclass(frozen=True)
 class Admission:
@@ -203,16 +207,31 @@ def add_credits(
     note: str | None = None,
 ) -> bool:
     """Write a ledger entry; False when the job was already charged. A grant adds credits (an
-    amount above 0), a debit takes them (below 0)."""
+    amount above 0), a debit takes them (below 0). Neither moves more than MAX_BALANCE, and a
+    grant that would take the balance past MAX_BALANCE is refused with nothing written."""
     check_label("tenant_id", tenant_id)
     if isinstance(amount, bool) or not isinstance(amount, int):
         raise InvalidPayload(f"a credit amount must be a whole number, got {amount!r}")
     if (kind == "grant" and amount <= 0) or (kind == "debit" and amount >= 0):
         sign = "above" if kind == "grant" else "below"
         raise InvalidPayload(f"a {kind} must be an amount {sign} 0, got {amount}")
+    if abs(amount) > MAX_BALANCE:
+        raise InvalidPayload(f"a {kind} moves at most {MAX_BALANCE:,} credits, got {amount:,}")
     if note is not None:
         check_label("a ledger note", note)
     with tenant_scope(conn, tenant_id):
+        if kind == "grant":
+            # Under the balance's lock, as admission charges it: two grants cannot both fit.
+            conn.execute(
+                query("lane_lock"),
+                {"namespace": CREDIT_LOCK_NAMESPACE, "key": credit_lock_key(tenant_id)},
+            )
+            held = balance(conn, tenant_id)
+            if held + amount > MAX_BALANCE:
+                raise InvalidPayload(
+                    f"a grant of {amount:,} would take {tenant_id!r}'s balance of {held:,} past"
+                    f" the most a balance holds, {MAX_BALANCE:,}"
+                )
         row = conn.execute(
             query("add_credits"),
             {
