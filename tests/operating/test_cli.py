@@ -7,6 +7,7 @@ import io
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import warnings
@@ -480,3 +481,22 @@ def test_tick_logs_its_run_as_json_lines_on_stderr(
         ("run closed", str(run["id"])),
     ]
     assert all(r["service"] == "fairqueue-tick" for r in logged)
+
+
+@pytest.mark.parametrize("command", [["plans"], ["status"], ["runs"], ["jobs", "list"]])
+def test_a_listing_whose_reader_has_gone_ends_quietly(dsn: str, command: list[str]) -> None:
+    # `fairqueue ... | head -1` once head has read its line: every write meets a closed pipe.
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "fairqueue", "--database-url", dsn, *command],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    finally:
+        os.close(write_end)
+    assert (done.returncode, done.stderr) == (128 + signal.SIGPIPE, "")

@@ -221,12 +221,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     find_modules_in_current_folder()
     args = build_parser().parse_args(argv)
     try:
-        return int(args.func(args))
+        status = int(args.func(args))
+        sys.stdout.flush()  # a reader gone shows here, where it is caught, not at exit
+        return status
     except FairqueueError as exc:
         print(f"fairqueue: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        return reader_gone()
+
+
+# A command whose reader has gone (`fairqueue runs | head -1`) ends as a Unix tool killed by
+# SIGPIPE would: quietly, with 128 + SIGPIPE.
+PIPE_CLOSED_STATUS = 128 + signal.SIGPIPE
+
+
+def reader_gone() -> int:
+    """Stop writing to a standard output whose reader has gone: what is still buffered would
+    fail again when Python flushes it on the way out, so the descriptor is pointed at
+    /dev/null first."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return PIPE_CLOSED_STATUS
 
 
 def find_modules_in_current_folder() -> None:
