@@ -58,6 +58,13 @@ def credit_lock_key(tenant_id: str | None) -> str:
     return json.dumps([tenant_id], separators=(",", ":"))
 
 
+def lock_balance(conn: Connection, tenant_id: str | None) -> None:
+    """Hold the tenant's balance until the transaction ends, as admission does to charge it."""
+    conn.execute(
+        query("lane_lock"), {"namespace": CREDIT_LOCK_NAMESPACE, "key": credit_lock_key(tenant_id)}
+    )
+
+
 def admit(
     conn: Connection,
     lane: str,
@@ -221,11 +228,7 @@ def add_credits(
         check_label("a ledger note", note)
     with tenant_scope(conn, tenant_id):
         if kind == "grant":
-            # Under the balance's lock, as admission charges it: two grants cannot both fit.
-            conn.execute(
-                query("lane_lock"),
-                {"namespace": CREDIT_LOCK_NAMESPACE, "key": credit_lock_key(tenant_id)},
-            )
+            lock_balance(conn, tenant_id)  # two grants cannot both fit
             held = balance(conn, tenant_id)
             if held + amount > MAX_BALANCE:
                 raise InvalidPayload(

@@ -39,7 +39,7 @@ def connect_retrying(dsn: str | None) -> Connection:
     """another_connection, tried again after each of RETRY_DELAYS_S while the database cannot
     be reached; DatabaseUnavailable naming the last problem when it never could be (at once
     when there is no DSN at all)."""
-    if dsn is None:
+    if dsn is None:  # nothing to try again: refused at once, not after every delay
         return another_connection(dsn)
     problem = ""
     for delay in (0.0, *RETRY_DELAYS_S):
