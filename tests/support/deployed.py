@@ -5,7 +5,10 @@ template and from AWS's own event generator, not written out by hand here.
 environment needs: parameters (given, else their defaults), conditions, ``Ref`` and
 ``GetAtt`` of the resources the tests stand up locally (the secret, the queues), and
 ``AWS::NoValue``. Anything it does not know raises, so a template change that the stand-ins do
-not cover fails the tests instead of being skipped.
+not cover fails the tests instead of being skipped. What CloudFormation checks before it
+creates anything is checked too, and refused as it would refuse the deploy
+(:class:`DeployRefused`): a parameter with no value and no default, a value outside its
+``AllowedValues`` or ``AllowedPattern``, and the template's ``Rules``.
 
 The events are ``sam local generate-event`` output kept in ``tests/events`` (a test checks they
 still match the generator); these helpers fill in the parts each test sets (bodies, routes,
@@ -19,6 +22,7 @@ import copy
 import hashlib
 import json
 import os
+import re
 import select
 import socket
 import subprocess
@@ -78,6 +82,10 @@ def load_template(path: Path = TEMPLATE_PATH) -> dict[str, Any]:
     return document
 
 
+class DeployRefused(Exception):
+    """What CloudFormation answers, before creating anything, to a deploy it refuses."""
+
+
 class _NoValue:
     """``AWS::NoValue``: the property or list item it stands for is left out."""
 
@@ -107,19 +115,41 @@ class Stack:
     refs: dict[str, str]
     attributes: dict[tuple[str, str], str]
     template: dict[str, Any] = field(default_factory=load_template)
+    # False only to show what a rule guards against: the deploy as if it had no Rules.
+    check_rules: bool = True
 
     def __post_init__(self) -> None:
         declared = self.template["Parameters"]
         unknown = set(self.parameters) - set(declared)
         assert not unknown, f"not parameters of the template: {sorted(unknown)}"
+        missing = [
+            name
+            for name, spec in declared.items()
+            if name not in self.parameters and "Default" not in spec
+        ]
+        if missing:
+            # CloudFormation's own wording for a parameter left without a value.
+            raise DeployRefused(f"Parameters: [{', '.join(missing)}] must have values")
         values: dict[str, Any] = {}
         for name, spec in declared.items():
             value = self.parameters.get(name, spec.get("Default"))
-            assert value is not None, f"the stack needs a value for parameter {name}"
+            _check_parameter(name, spec, str(value))
             if spec["Type"] == "CommaDelimitedList" and isinstance(value, str):
                 value = value.split(",")
             values[name] = value
         self.parameters = values
+        rules = self.template.get("Rules", {}) if self.check_rules else {}
+        for rule in rules.values():
+            if "RuleCondition" in rule and not self._truth(rule["RuleCondition"]):
+                continue
+            for assertion in rule["Assertions"]:
+                if not self._truth(assertion["Assert"]):
+                    raise DeployRefused(assertion["AssertDescription"])
+
+    def deploys(self, logical_id: str) -> bool:
+        """Whether the resource is created with these parameters (its Condition holds)."""
+        condition = self.template["Resources"][logical_id].get("Condition")
+        return condition is None or self.condition(condition)
 
     def resolve(self, value: Any) -> Any:
         if isinstance(value, list):
@@ -151,6 +181,13 @@ class Stack:
         if name == "Fn::Not":
             (inner,) = argument
             return not self._truth(inner)
+        if name == "Fn::And":
+            return all(self._truth(inner) for inner in argument)
+        if name == "Fn::Or":
+            return any(self._truth(inner) for inner in argument)
+        if name == "Fn::EachMemberEquals":
+            items, expected = argument
+            return all(item == expected for item in self.resolve(items))
         if name == "Fn::Join":
             separator, items = argument
             return separator.join(str(item) for item in self.resolve(items))
@@ -183,6 +220,7 @@ class Stack:
     def function(self, logical_id: str) -> DeployedFunction:
         resource = self.template["Resources"][logical_id]
         assert resource["Type"] == "AWS::Serverless::Function", logical_id
+        assert self.deploys(logical_id), f"{logical_id} is not deployed with these parameters"
         properties = resource["Properties"]
         defaults = self.template.get("Globals", {}).get("Function", {})
         variables = {
@@ -209,6 +247,20 @@ class Stack:
             environment=environment,
             schedule_input=schedules[0] if schedules else None,
         )
+
+
+def _check_parameter(name: str, spec: dict[str, Any], value: str) -> None:
+    """CloudFormation's checks of one parameter's value; a list's are of each member."""
+    members = value.split(",") if spec["Type"] == "CommaDelimitedList" else [value]
+    allowed = spec.get("AllowedValues")
+    pattern = spec.get("AllowedPattern")
+    for member in members:
+        fits = (allowed is None or member in [str(a) for a in allowed]) and (
+            pattern is None or re.fullmatch(pattern, member) is not None
+        )
+        if not fits:
+            reason = spec.get("ConstraintDescription", "a value the template does not allow")
+            raise DeployRefused(f"Parameter '{name}' {reason}")
 
 
 def runtime_environment(function: DeployedFunction) -> dict[str, str]:

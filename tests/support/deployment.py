@@ -18,6 +18,7 @@ import boto3
 from fairqueue.doorbells import Doorbell
 from support.deployed import (
     REGION,
+    DeployedFunction,
     FunctionProcess,
     Invocation,
     Stack,
@@ -92,18 +93,28 @@ class Deployment:
         )
         return str(created["ARN"])
 
-    def _parameters(self, **overrides: str) -> dict[str, str]:
-        return {
-            "DatabaseSecretArn": self.secret_arn,
-            "JwtIssuer": "https://issuer.example.com",
-            "JwtAudience": "fairqueue-client",
-            "UpstreamUrl": self.upstream.url,
-            **overrides,
-        }
+    def _parameters(self, *, defaults: bool, **overrides: str) -> dict[str, str]:
+        """The parameters of a deploy: with ``defaults``, only the database secret (which has
+        a local stand-in) and ``overrides``, the template's defaults for the rest; else the
+        example stages with every part deployed (the upstream, the admission API)."""
+        given = {"DatabaseSecretArn": self.secret_arn}
+        if not defaults:
+            given |= {
+                "StagesSpec": "fairqueue.dev.example:STAGES",
+                "JwtIssuer": "https://issuer.example.com",
+                "JwtAudience": "fairqueue-client",
+                "UpstreamUrl": self.upstream.url,
+            }
+        return given | overrides
 
-    def stack(self, **parameters: str) -> Stack:
+    def stack(
+        self, *, defaults: bool = False, check_rules: bool = True, **parameters: str
+    ) -> Stack:
+        """The template deployed with ``parameters`` (see :meth:`_parameters`); raises
+        :class:`~support.deployed.DeployRefused` where CloudFormation would refuse it."""
         return Stack(
-            parameters=self._parameters(**parameters),
+            parameters=self._parameters(defaults=defaults, **parameters),
+            check_rules=check_rules,
             refs={"DoorbellQueue": self.queue_url, "DoorbellDeadLetterQueue": self.dlq_url},
             attributes={
                 ("DoorbellQueue", "QueueName"): self.queue_name,
@@ -113,9 +124,17 @@ class Deployment:
             },
         )
 
-    def start(self, logical_id: str, **parameters: str) -> FunctionProcess:
-        """A cold start of the function, with the environment the template gives it."""
-        function = self.stack(**parameters).function(logical_id)
+    def start(
+        self, logical_id: str, *, defaults: bool = False, **parameters: str
+    ) -> FunctionProcess:
+        """A cold start of the function, with the environment the template gives it, that
+        must succeed."""
+        process = self.cold_start(self.stack(defaults=defaults, **parameters).function(logical_id))
+        assert process.init_error is None, process.init_error
+        return process
+
+    def cold_start(self, function: DeployedFunction) -> FunctionProcess:
+        """A cold start of ``function``; its ``init_error`` says whether it failed."""
         environment = {
             "PATH": os.environ["PATH"],
             "HOME": str(self.workdir),
@@ -137,7 +156,6 @@ class Deployment:
         }
         process = FunctionProcess(function, environment, self.workdir)
         self.processes.append(process)
-        assert process.init_error is None, process.init_error
         return process
 
     def invoke(self, process: FunctionProcess, event: Any, **options: Any) -> Invocation:

@@ -1,0 +1,236 @@
+"""template.yaml deployed with its defaults: every function it creates starts and works, and
+what would not is refused by CloudFormation before anything is created, naming the parameter.
+
+The defaults leave one choice to the deployer, their stage list (``StagesSpec`` has none);
+here that is ``support.deployed_stages:STAGES``, a stage list that needs no upstream. Without
+``JwtIssuer`` the admission API is not deployed at all: checked on the template as SAM
+transforms it.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from typing import Any
+
+import pytest
+from samtranslator.parser.parser import Parser
+from samtranslator.translator.translator import Translator
+
+from fairqueue import enqueue
+from fairqueue.db import Connection
+from fairqueue.doorbells import Doorbell
+from support import deployed_stages  # noqa: F401 - declares slow_bell for enqueue
+from support.deployed import REGION, DeployRefused, Stack, load_template
+from support.deployment import FUNCTIONS, Deployment
+from support.rows import job, runs
+
+pytest_plugins = ["support.moto_sqs", "support.deployment_fixture"]
+
+# The deployer's own stage list, the one parameter the defaults leave to them.
+OWN_STAGES = "support.deployed_stages:STAGES"
+EXAMPLE = "fairqueue.dev.example:STAGES"
+ADMISSION_API = {"JwtIssuer": "https://issuer.example.com", "JwtAudience": "fairqueue-client"}
+# The scheduled functions that record their tick as a run row, and their closing log line.
+RUN_ROWS = {"CronFunction": "run closed", "SweeperFunction": "sweep closed"}
+
+
+def test_a_deploy_that_names_no_stage_list_is_refused_naming_stages_spec(
+    deployment: Deployment,
+) -> None:
+    with pytest.raises(DeployRefused) as refused:
+        deployment.stack(defaults=True)
+    assert str(refused.value) == "Parameters: [StagesSpec] must have values"
+
+
+def test_the_example_without_an_upstream_is_refused_naming_upstream_url(
+    deployment: Deployment,
+) -> None:
+    with pytest.raises(DeployRefused) as refused:
+        deployment.stack(defaults=True, StagesSpec=EXAMPLE)
+    assert str(refused.value).startswith(
+        "StagesSpec=fairqueue.dev.example:STAGES needs UpstreamUrl"
+    )
+    with_upstream = deployment.stack(
+        defaults=True, StagesSpec=EXAMPLE, UpstreamUrl=deployment.upstream.url
+    )
+    assert with_upstream.function("CronFunction").environment["FAIRQUEUE_STAGES"] == EXAMPLE
+
+
+def test_what_the_upstream_rule_refuses_is_what_fails_at_cold_start(
+    deployment: Deployment,
+) -> None:
+    """Without the rule, every function of the example with no upstream dies at cold start:
+    the example's development upstream is refused in production."""
+    unchecked = deployment.stack(defaults=True, StagesSpec=EXAMPLE, check_rules=False)
+    deployed = [logical_id for logical_id in FUNCTIONS if unchecked.deploys(logical_id)]
+    assert deployed == ["CronFunction", "WorkerFunction", "SweeperFunction", "BackstopFunction"]
+    for logical_id in deployed:
+        process = deployment.cold_start(unchecked.function(logical_id))
+        assert process.init_error is not None, logical_id
+        assert process.init_error.startswith(
+            "ConfigurationError: DatabaseUpstream is refused when FAIRQUEUE_ENV=production"
+        ), process.init_error
+
+
+@pytest.mark.parametrize(
+    ("parameters", "named"),
+    [
+        ({"StagesSpec": "my_stages"}, "StagesSpec"),
+        ({"CronIntervalMinutes": "3"}, "CronIntervalMinutes"),
+        ({"JwtIssuer": "http://issuer.example.com"}, "JwtIssuer"),
+        ({"JwtIssuer": "https://issuer.example.com"}, "JwtAudience"),
+        ({"JwtAudience": "fairqueue-client"}, "JwtIssuer"),
+    ],
+)
+def test_a_bad_or_half_given_parameter_is_refused_by_name(
+    deployment: Deployment, parameters: dict[str, str], named: str
+) -> None:
+    with pytest.raises(DeployRefused) as refused:
+        deployment.stack(defaults=True, **({"StagesSpec": OWN_STAGES} | parameters))
+    assert named in str(refused.value)
+
+
+@pytest.mark.parametrize("logical_id", sorted(RUN_ROWS))
+def test_with_the_defaults_the_cron_function_and_the_sweeper_start_and_close_their_tick(
+    deployment: Deployment, conn: Connection, logical_id: str
+) -> None:
+    stack = deployment.stack(defaults=True, StagesSpec=OWN_STAGES)
+    environment = stack.function(logical_id).environment
+    assert environment["FAIRQUEUE_ENV"] == "production"
+    assert "FAIRQUEUE_UPSTREAM_URL" not in environment
+    function = deployment.start(logical_id, defaults=True, StagesSpec=OWN_STAGES)
+
+    ticked = deployment.invoke(function, deployment.tick(logical_id))
+
+    assert ticked.error is None, ticked.error
+    assert ticked.stderr == ""
+    assert ticked.logs[-1]["message"] == RUN_ROWS[logical_id]
+    (row,) = runs(conn)
+    assert str(row["id"]) == ticked.answer["runId"]
+    assert row["finished_at"] is not None
+    assert row["error"] is None
+
+
+def test_with_the_defaults_the_backstop_starts_and_finishes_its_pass(
+    deployment: Deployment,
+) -> None:
+    backstop = deployment.start("BackstopFunction", defaults=True, StagesSpec=OWN_STAGES)
+
+    swept = deployment.invoke(backstop, deployment.tick("BackstopFunction"))
+
+    assert swept.error is None, swept.error
+    assert swept.stderr == ""
+    assert swept.logs[-1]["message"] == "backstop swept"
+    assert (swept.answer["written"], swept.answer["interrupted"]) == (0, False)
+
+
+def test_with_the_defaults_the_cron_function_runs_the_deployers_stage(
+    deployment: Deployment, conn: Connection
+) -> None:
+    queued = enqueue(conn, "slow_bell", {"n": 1}, tenant_id="t-defaults")
+    assert queued is not None
+    cron = deployment.start("CronFunction", defaults=True, StagesSpec=OWN_STAGES)
+
+    ran = deployment.invoke(cron, deployment.tick("CronFunction"))
+
+    assert ran.error is None, ran.error
+    assert (ran.answer["jobsDone"], ran.answer["stopReason"]) == (1, "no_work")
+    assert job(conn, queued)["status"] == "done"
+
+
+def test_with_the_defaults_the_worker_starts_and_runs_a_doorbell(
+    deployment: Deployment, conn: Connection
+) -> None:
+    queued = enqueue(conn, "slow_bell", {"n": 2}, tenant_id="t-defaults")
+    assert queued is not None
+    worker = deployment.start("WorkerFunction", defaults=True, StagesSpec=OWN_STAGES)
+    bell = Doorbell(job_id=queued, tenant_id="t-defaults").to_json()
+
+    answered = deployment.invoke(worker, deployment.doorbells([bell]))
+
+    assert answered.error is None, answered.error
+    assert answered.answer == {"batchItemFailures": []}
+    assert answered.logs[-1]["message"] == "doorbells handled"
+    assert job(conn, queued)["status"] == "done"
+
+
+def test_with_the_defaults_there_is_no_admission_function(deployment: Deployment) -> None:
+    assert not deployment.stack(defaults=True, StagesSpec=OWN_STAGES).deploys("AdmitFunction")
+    with_api = deployment.stack(defaults=True, StagesSpec=OWN_STAGES, **ADMISSION_API)
+    assert with_api.deploys("AdmitFunction")
+    assert with_api.function("AdmitFunction").environment["FAIRQUEUE_TENANT_CLAIM"] == "tenant_id"
+
+
+def transformed() -> dict[str, Any]:
+    """template.yaml as SAM's translator turns it into plain CloudFormation (as `sam build`
+    and cfn-lint do), with the local code folders given stand-in S3 locations."""
+    template = copy.deepcopy(load_template())
+    for resource in template["Resources"].values():
+        properties = resource.get("Properties", {})
+        for key in ("CodeUri", "ContentUri"):
+            if key in properties:
+                properties[key] = "s3://bucket/key"
+    os.environ.setdefault("AWS_DEFAULT_REGION", REGION)
+    # No policy map given: the translator's bundled ARNs of the managed policies, offline.
+    document = Translator(managed_policy_map=None, sam_parser=Parser()).translate(
+        sam_template=template, parameter_values={}
+    )
+    assert isinstance(document, dict)
+    return document
+
+
+def deployed_resources(template: dict[str, Any], **parameters: str) -> dict[str, str]:
+    """The resources (by logical id, their types) created with ``parameters``."""
+    given = {"DatabaseSecretArn": "arn:aws:secretsmanager:us-east-1:123456789012:secret:db"}
+    stack = Stack(parameters=given | parameters, refs={}, attributes={}, template=template)
+    return {
+        logical_id: resource["Type"]
+        for logical_id, resource in template["Resources"].items()
+        if stack.deploys(logical_id)
+    }
+
+
+def test_left_out_the_admission_api_leaves_no_http_api_in_the_transformed_template() -> None:
+    template = transformed()
+
+    without = deployed_resources(template, StagesSpec=OWN_STAGES)
+    with_api = deployed_resources(template, StagesSpec=OWN_STAGES, **ADMISSION_API)
+
+    assert not [t for t in without.values() if t.startswith("AWS::ApiGatewayV2::")]
+    assert not [name for name in without if name.startswith("Admit")]
+    added = {name: t for name, t in with_api.items() if name not in without}
+    assert set(without) < set(with_api)
+    assert added["AdmitApi"] == "AWS::ApiGatewayV2::Api"
+    assert added["AdmitFunction"] == "AWS::Lambda::Function"
+    assert set(added.values()) == {
+        "AWS::ApiGatewayV2::Api",
+        "AWS::ApiGatewayV2::Stage",
+        "AWS::IAM::Role",
+        "AWS::Lambda::Function",
+        "AWS::Lambda::Permission",
+        "AWS::Logs::LogGroup",
+    }
+    outputs = template["Outputs"]
+    assert {
+        name for name, output in outputs.items() if output.get("Condition") == "HasAdmissionApi"
+    } == {name for name in outputs if name.startswith("Admit")}
+
+
+def test_the_cron_interval_sets_the_schedule_and_the_not_running_alarm() -> None:
+    template = load_template()
+    intervals = template["Mappings"]["CronIntervals"]
+    allowed = template["Parameters"]["CronIntervalMinutes"]["AllowedValues"]
+    assert sorted(intervals, key=int) == [str(minutes) for minutes in allowed]
+    for minutes, entry in intervals.items():
+        unit = "hour" if int(minutes) == 60 else "minute"
+        count = 1 if int(minutes) == 60 else int(minutes)
+        assert entry["Schedule"] == f"rate({count} {unit}{'' if count == 1 else 's'})"
+        assert entry["AlarmPeriod"] == int(minutes) * 60
+    resources = template["Resources"]
+    tick = resources["CronFunction"]["Properties"]["Events"]["Tick"]["Properties"]
+    interval = ["CronIntervals", {"Ref": "CronIntervalMinutes"}]
+    assert tick["ScheduleExpression"] == {"Fn::FindInMap": [*interval, "Schedule"]}
+    alarm = resources["CronNotRunningAlarm"]["Properties"]
+    assert alarm["Period"] == {"Fn::FindInMap": [*interval, "AlarmPeriod"]}
+    assert template["Parameters"]["CronIntervalMinutes"]["Default"] == 5
