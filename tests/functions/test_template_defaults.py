@@ -78,6 +78,7 @@ def test_what_the_upstream_rule_refuses_is_what_fails_at_cold_start(
     [
         ({"StagesSpec": "my_stages"}, "StagesSpec"),
         ({"CronIntervalMinutes": "3"}, "CronIntervalMinutes"),
+        ({"WorkerMaxConcurrency": "1"}, "WorkerMaxConcurrency"),
         ({"JwtIssuer": "http://issuer.example.com"}, "JwtIssuer"),
         ({"JwtIssuer": "https://issuer.example.com"}, "JwtAudience"),
         ({"JwtAudience": "fairqueue-client"}, "JwtIssuer"),

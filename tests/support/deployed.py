@@ -255,11 +255,14 @@ def _check_parameter(name: str, spec: dict[str, Any], value: str) -> None:
     allowed = spec.get("AllowedValues")
     pattern = spec.get("AllowedPattern")
     for member in members:
-        fits = (allowed is None or member in [str(a) for a in allowed]) and (
-            pattern is None or re.fullmatch(pattern, member) is not None
+        fits = (
+            (allowed is None or member in [str(a) for a in allowed])
+            and (pattern is None or re.fullmatch(pattern, member) is not None)
+            and ("MinValue" not in spec or float(member) >= spec["MinValue"])
+            and ("MaxValue" not in spec or float(member) <= spec["MaxValue"])
         )
         if not fits:
-            reason = spec.get("ConstraintDescription", "a value the template does not allow")
+            reason = spec.get("ConstraintDescription", "must be a value the template allows")
             raise DeployRefused(f"Parameter '{name}' {reason}")
 
 
