@@ -127,3 +127,31 @@ $$;
 alter function fairqueue.missing_results(interval) owner to fairqueue_owner;
 revoke all on function fairqueue.missing_results(interval) from public, fairqueue_app;
 grant execute on function fairqueue.missing_results(interval) to fairqueue_app;
+
+-- A result row is keyed by its job's id alone, so a row made under another tenant's job would
+-- hold that job's result for good. A row is for a job of its own tenant, open or finished, that
+-- the writer can see: under the application role's clamp, a job of the clamp's tenant; never
+-- another tenant's job, nor one that does not exist. Refused as a key to a missing row is
+-- (foreign_key_violation). It runs as the writer, so the clamp's policies decide what it sees.
+create or replace function fairqueue.result_row_job() returns trigger
+language plpgsql set search_path = pg_catalog, pg_temp
+as $$
+begin
+    if exists (select from fairqueue.jobs j
+                where j.id = new.job_id and j.tenant_id is not distinct from new.tenant_id)
+       or exists (select from fairqueue.finished_jobs f
+                   where f.id = new.job_id and f.tenant_id is not distinct from new.tenant_id)
+    then
+        return new;
+    end if;
+    raise exception using
+        errcode = 'foreign_key_violation',
+        message = format('a result row is for a job of its own tenant: no job %s of %s',
+                         new.job_id, coalesce('tenant ' || new.tenant_id, 'the system'));
+end $$;
+alter function fairqueue.result_row_job() owner to fairqueue_owner;
+revoke all on function fairqueue.result_row_job() from public, fairqueue_app;
+
+drop trigger if exists results_job on fairqueue.results;
+create trigger results_job before insert or update of job_id, tenant_id on fairqueue.results
+    for each row execute function fairqueue.result_row_job();

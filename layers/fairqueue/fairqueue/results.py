@@ -17,6 +17,7 @@ from datetime import datetime
 from typing import Any, Final
 from uuid import UUID
 
+import psycopg
 from psycopg.types.json import Jsonb
 from pydantic import BaseModel, Field, ValidationError
 
@@ -166,20 +167,28 @@ def _record(
     writer: Writer,
     stage: Stage | None,
 ) -> bool:
-    """The one write site of results; the job's result is decided either way."""
-    row = conn.execute(
-        query("save_result"),
-        {
-            "result_job_id": source["result_job_id"],
-            "tenant_id": source["tenant_id"],
-            "type": source["type"],
-            "body": Jsonb(body),
-            "saved_by": writer,
-            "source_job_id": source["id"],
-            "source_created_at": source["created_at"],
-            "hook_due": stage is not None and stage.after_result is not None,
-        },
-    ).fetchone()
+    """The one write site of results; the job's result is decided either way. UnknownJob when
+    the row its original names may not be this tenant's (another tenant's row, which the
+    policies hide, or a job gone since it was read): the transaction is then aborted."""
+    try:
+        row = conn.execute(
+            query("save_result"),
+            {
+                "result_job_id": source["result_job_id"],
+                "tenant_id": source["tenant_id"],
+                "type": source["type"],
+                "body": Jsonb(body),
+                "saved_by": writer,
+                "source_job_id": source["id"],
+                "source_created_at": source["created_at"],
+                "hook_due": stage is not None and stage.after_result is not None,
+            },
+        ).fetchone()
+    except (psycopg.errors.InsufficientPrivilege, psycopg.errors.ForeignKeyViolation):
+        # The statement writes only results, which the application role may write: a refusal
+        # here is the row's policy (a row of another tenant under this key) or the trigger
+        # results_job (a key that is not a job of this tenant).
+        raise UnknownJob(f"no job {source['id']} for this tenant") from None
     conn.execute(
         query("mark_result_decided"), {"id": source["id"], "tenant_id": source["tenant_id"]}
     )
