@@ -14,6 +14,36 @@ end $$;
 alter function fairqueue.door_argument(boolean, text) owner to fairqueue_owner;
 revoke all on function fairqueue.door_argument(boolean, text) from public, fairqueue_app;
 
+-- A duration a door is handed, checked and handed back as the absolute time it spans. A month
+-- has no fixed length and interval comparison counts one as 30 days, so a month part could
+-- pass a minimum while its sum spans less ('-12 mons 361 days' is at least '1 day' and reaches
+-- back four days less than now): a month or year part is refused. The days and time that are
+-- left are compared as seconds (a day is 86,400 s), and the door's body is handed that many
+-- seconds, so what it uses is what was checked, whatever the session's time zone. The one check
+-- of every door's durations; p_least and p_most are the door's bounds, both allowed.
+create or replace function fairqueue.door_duration(p_door text, p_what text, p_value interval,
+    p_least interval, p_most interval) returns interval
+language plpgsql set search_path = pg_catalog, pg_temp
+as $$
+declare
+    seconds double precision;
+begin
+    perform fairqueue.door_argument(
+        p_value is not null and extract(year from p_value) = 0 and extract(month from p_value) = 0,
+        format('%s: %s must be given in days, hours, minutes and seconds (no months or years),'
+               ' got %s', p_door, p_what, coalesce(p_value::text, 'null')));
+    seconds := extract(epoch from p_value);
+    perform fairqueue.door_argument(
+        seconds between extract(epoch from p_least) and extract(epoch from p_most),
+        format('%s: %s must be from %s to %s, got %s (%s s)', p_door, p_what, p_least, p_most,
+               p_value, seconds));
+    return seconds * interval '1 second';
+end $$;
+alter function fairqueue.door_duration(text, text, interval, interval, interval)
+    owner to fairqueue_owner;
+revoke all on function fairqueue.door_duration(text, text, interval, interval, interval)
+    from public, fairqueue_app;
+
 -- The batch a door that changes claimed jobs is handed (mark_claimed_done, extend_leases): at
 -- most 1,000 ids, none null, each with its tenant, and the claimer's name. The one check of it.
 create or replace function fairqueue.door_claimed_batch(p_door text, p_tenant_ids text[],

@@ -160,17 +160,17 @@ alter function fairqueue.finished_day(timestamp with time zone, timestamp with t
 revoke all on function fairqueue.finished_day(timestamp with time zone, timestamp with time zone,
     timestamp with time zone) from public, fairqueue_app;
 
--- The door: checks the arguments, then runs move_finished_unchecked as the owner.
+-- The door: checks the arguments, then runs move_finished_unchecked as the owner. The lock wait
+-- is a millisecond at least: lock_timeout counts whole milliseconds, and 0 would wait for ever.
 create or replace function fairqueue.move_finished(p_limit integer, p_lock_wait interval)
 returns bigint
 language sql security definer set search_path = pg_catalog, pg_temp
 as $$
 select fairqueue.door_argument(p_limit between 1 and 100000,
     format('move_finished: limit must be from 1 to 100000, got %s', p_limit));
-select fairqueue.door_argument(p_lock_wait > interval '0' and p_lock_wait <= interval '10 seconds',
-    format('move_finished: the lock wait must be above 0 and at most 10 seconds, got %s',
-           p_lock_wait));
-select fairqueue.move_finished_unchecked(p_limit, p_lock_wait);
+select fairqueue.move_finished_unchecked(p_limit,
+    fairqueue.door_duration('move_finished', 'the lock wait', p_lock_wait,
+                            interval '1 millisecond', interval '10 seconds'));
 $$;
 alter function fairqueue.move_finished(integer, interval) owner to fairqueue_owner;
 revoke all on function fairqueue.move_finished(integer, interval)

@@ -111,20 +111,22 @@ alter function fairqueue.keep_partitions_unchecked(interval, integer, interval)
 revoke all on function fairqueue.keep_partitions_unchecked(interval, integer, interval)
     from public, fairqueue_app;
 
--- The door: checks the arguments, then runs keep_partitions_unchecked as the owner.
+-- The door: checks the arguments, then runs keep_partitions_unchecked as the owner. Finished
+-- jobs are kept a day at least and ten years at most; the lock wait is a millisecond at least,
+-- since lock_timeout counts whole milliseconds and 0 would wait for ever.
 create or replace function fairqueue.keep_partitions(p_keep interval, p_ahead integer,
     p_lock_wait interval)
 returns table (made integer, dropped integer, skipped integer)
 language sql security definer set search_path = pg_catalog, pg_temp
 as $$
-select fairqueue.door_argument(p_keep >= interval '1 day',
-    format('keep_partitions: finished jobs are kept a day at least, got %s', p_keep));
 select fairqueue.door_argument(p_ahead between 1 and 60,
     format('keep_partitions: days ahead must be from 1 to 60, got %s', p_ahead));
-select fairqueue.door_argument(p_lock_wait > interval '0' and p_lock_wait <= interval '10 seconds',
-    format('keep_partitions: the lock wait must be above 0 and at most 10 seconds, got %s',
-           p_lock_wait));
-select * from fairqueue.keep_partitions_unchecked(p_keep, p_ahead, p_lock_wait);
+select * from fairqueue.keep_partitions_unchecked(
+    fairqueue.door_duration('keep_partitions', 'the keep', p_keep, interval '1 day',
+                            interval '3660 days'),
+    p_ahead,
+    fairqueue.door_duration('keep_partitions', 'the lock wait', p_lock_wait,
+                            interval '1 millisecond', interval '10 seconds'));
 $$;
 alter function fairqueue.keep_partitions(interval, integer, interval) owner to fairqueue_owner;
 revoke all on function fairqueue.keep_partitions(interval, integer, interval)

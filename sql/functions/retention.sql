@@ -36,15 +36,19 @@ alter function fairqueue.trim_outputs_unchecked(interval, integer) owner to fair
 revoke all on function fairqueue.trim_outputs_unchecked(interval, integer) from public,
     fairqueue_app;
 
--- The door: checks the arguments, then runs trim_outputs_unchecked as the owner.
+-- The door: checks the arguments, then runs trim_outputs_unchecked as the owner. An output
+-- waiting for its result is what the result is rendered from, by its client or, after the
+-- grace, by the backstop: so it is kept two hours at least, twice the longest grace the result
+-- doors take (sql/functions/results.sql), and a trim never outruns the backstop's rescue.
 create or replace function fairqueue.trim_outputs(p_age interval, p_limit integer) returns bigint
 language sql security definer set search_path = pg_catalog, pg_temp
 as $$
-select fairqueue.door_argument(p_age > interval '0',
-    format('trim_outputs: the age must be positive, got %s', p_age));
 select fairqueue.door_argument(p_limit between 1 and 100000,
     format('trim_outputs: limit must be from 1 to 100000, got %s', p_limit));
-select fairqueue.trim_outputs_unchecked(p_age, p_limit);
+select fairqueue.trim_outputs_unchecked(
+    fairqueue.door_duration('trim_outputs', 'the age', p_age, interval '2 hours',
+                            interval '3660 days'),
+    p_limit);
 $$;
 
 alter function fairqueue.trim_outputs(interval, integer) owner to fairqueue_owner;

@@ -67,22 +67,23 @@ grant execute on function fairqueue.close_run(uuid, text, integer, integer, inte
 -- (killed, or out of time) before it could close them, since no invocation lives that long.
 -- Each is closed as an error that says so, with what it had written; returns how many.
 create or replace function fairqueue.close_abandoned_runs(p_after interval) returns integer
-language sql security definer set search_path = pg_catalog, pg_temp
+language plpgsql security definer set search_path = pg_catalog, pg_temp
 as $$
-select fairqueue.door_argument(p_after >= interval '1 minute' and p_after <= interval '7 days',
-    'close_abandoned_runs: the age must be a minute to seven days');
-with closed as (
+declare
+    after interval := fairqueue.door_duration('close_abandoned_runs', 'the age', p_after,
+                                              interval '1 minute', interval '7 days');
+    closed integer;
+begin
     update fairqueue.runs as r
        set stop_reason = 'error',
-           error = 'abandoned: the run was still open ' || p_after::text
+           error = 'abandoned: the run was still open ' || after::text
                    || ' after it started, so its process ended without closing it;'
                    || ' its jobs were left to their leases',
            finished_at = now()
-     where r.finished_at is null and r.started_at < now() - p_after
-    returning 1
-)
-select count(*)::integer from closed;
-$$;
+     where r.finished_at is null and r.started_at < now() - after;
+    get diagnostics closed = row_count;
+    return closed;
+end $$;
 
 alter function fairqueue.close_abandoned_runs(interval) owner to fairqueue_owner;
 revoke all on function fairqueue.close_abandoned_runs(interval) from public, fairqueue_app;

@@ -819,6 +819,27 @@ def test_a_result_of_another_tenants_or_lanes_job_is_not_found_and_not_saved(
         assert call(server, "GET", f"/jobs/{job_id}/result", token=token).status == 404
 
 
+def test_a_result_row_another_tenant_made_first_is_a_404_and_nothing_changes(
+    server: api.ApiServer, dsn: str, conn: Connection
+) -> None:
+    job_id = done_job(server, dsn, {"doc": "a"})
+    # A row under alice's job made by another tenant before the database refused such rows
+    # (the trigger results_job): her save meets a row she may not see.
+    conn.execute("alter table fairqueue.results disable trigger results_job")
+    conn.execute(
+        "insert into fairqueue.results (job_id, tenant_id, type, body, saved_by, source_job_id,"
+        " source_created_at) values (%s, 'initech', 'api_rendered', '{}', 'client', %s, now())",
+        (job_id, job_id),
+    )
+    conn.execute("alter table fairqueue.results enable trigger results_job")
+    before = results(conn)
+    saved = call(server, "PUT", f"/jobs/{job_id}/result", {"summary": "mine"})
+    assert (saved.status, error_code(saved)) == (404, "job_not_found"), saved.body
+    read = call(server, "GET", f"/jobs/{job_id}/result")
+    assert (read.status, error_code(read)) == (404, "result_not_found")
+    assert results(conn) == before
+
+
 @pytest.mark.parametrize(
     ("body", "status", "code", "message"),
     [

@@ -288,14 +288,15 @@ def test_a_database_never_migrated_is_one_line_that_says_migrate_and_exit_2(
 def test_a_database_behind_this_release_is_refused_with_where_it_stands(
     dsn: str, conn: Connection, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    latest = migrations()[-1].version
+    # Numbers may skip (each change's migrations take a range of their own).
+    before, latest = (m.version for m in migrations()[-2:])
     (removed,) = conn.execute(
         "delete from fairqueue.migrations where version = %s returning *", (latest,)
     ).fetchall()
 
     assert main(["--database-url", dsn, "status"]) == 2
     err = capsys.readouterr().err
-    assert f"at migration {latest - 1}" in err
+    assert f"at migration {before}" in err
     assert f"needs migration {latest}" in err
 
     # Once the database has the release's last migration again, the command works.

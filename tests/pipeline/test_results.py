@@ -346,7 +346,7 @@ def test_retention_moves_finished_jobs_trims_old_outputs_and_drops_whole_days(
     dsn, app, conn
 ) -> None:
     day = 86_400
-    settings = ResultSettings(grace_s=0.3, output_retention_s=3600, job_retention_s=2 * day)
+    settings = ResultSettings(grace_s=0.3, output_retention_s=7200, job_retention_s=2 * day)
     fresh = finished_job(dsn, app, stage=NO_HOOK)
     old = finished_job(dsn, app, stage=NO_HOOK)
     ancient = finished_job(dsn, app, stage=NO_HOOK)
@@ -423,6 +423,16 @@ def test_results_by_writer_since_a_time_counts_only_what_was_saved_since(dsn, ap
     [
         ({"FAIRQUEUE_RESULT_GRACE_S": "soon"}, "FAIRQUEUE_RESULT_GRACE_S"),
         ({"FAIRQUEUE_OUTPUT_RETENTION_S": "0"}, "FAIRQUEUE_OUTPUT_RETENTION_S"),
+        # Within the variable's own bounds, past what the doors take.
+        (
+            {"FAIRQUEUE_OUTPUT_RETENTION_S": "60"},
+            "FAIRQUEUE_OUTPUT_RETENTION_S must be from 7,200 to 316,224,000, got 60",
+        ),
+        (
+            {"FAIRQUEUE_RESULT_GRACE_S": "7200", "FAIRQUEUE_JOB_RETENTION_S": "1e12"},
+            "FAIRQUEUE_RESULT_GRACE_S must be from 0.001 to 3,600, got 7,200; "
+            "FAIRQUEUE_JOB_RETENTION_S must be from 86,400 to 316,224,000, got 1,000,000,000,000",
+        ),
     ],
 )
 def test_result_settings_name_what_is_wrong(monkeypatch, env, message) -> None:

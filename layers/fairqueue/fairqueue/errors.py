@@ -80,6 +80,11 @@ class JobNotRetryable(FairqueueError):
     """Only a failed job can be retried, and not one whose credits or held work went back."""
 
 
+class ArgumentOutOfBounds(FairqueueError):
+    """A door of the database refused an argument past its bounds (docs/tenancy.md); the
+    message names the door, the argument and the bounds."""
+
+
 class TenantMismatch(FairqueueError):
     """A transaction clamped to one tenant was asked to work for another."""
 

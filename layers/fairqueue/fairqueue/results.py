@@ -12,15 +12,17 @@ in the transaction that marks it fired, from whichever path recorded it.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, Final
 from uuid import UUID
 
+import psycopg
 from psycopg.types.json import Jsonb
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from .db import Connection, after_commit
-from .errors import InvalidPayload, JobNotFinished, UnknownJob
+from .errors import ConfigurationError, InvalidPayload, JobNotFinished, UnknownJob
 from .inputs import storable_json
 from .queries import query
 from .settings import settings
@@ -31,26 +33,62 @@ from .tenancy import tenant_scope, tenant_transaction
 log = logging.getLogger("fairqueue.results")
 
 
+# The bounds of each result setting, the ones the database's doors take (sql/functions/
+# results.sql, retention.sql, partitions.sql), so the backstop never hands a door a value it
+# refuses: a grace of a millisecond to an hour; an output kept two hours (twice the longest
+# grace) to ten years; a finished job kept a day to ten years; 1 to 10,000 results a batch.
+TEN_YEARS_S: Final = 3660 * 86_400.0
+RESULT_SETTING_BOUNDS: Final[Mapping[str, tuple[str, float, float]]] = {
+    "grace_s": ("FAIRQUEUE_RESULT_GRACE_S", 0.001, 3_600.0),
+    "output_retention_s": ("FAIRQUEUE_OUTPUT_RETENTION_S", 7_200.0, TEN_YEARS_S),
+    "job_retention_s": ("FAIRQUEUE_JOB_RETENTION_S", 86_400.0, TEN_YEARS_S),
+    "batch": ("FAIRQUEUE_RESULT_BATCH", 1, 10_000),
+}
+
+
+def _bounded(name: str, default: float) -> Any:
+    _, least, most = RESULT_SETTING_BOUNDS[name]
+    return Field(default=default, ge=least, le=most)
+
+
 class ResultSettings(BaseModel):
     """How long a missing result may wait for its client, and how long outputs and finished
     jobs are kept, and how many the backstop takes per batch. From ``FAIRQUEUE_RESULT_GRACE_S``,
     ``FAIRQUEUE_OUTPUT_RETENTION_S``, ``FAIRQUEUE_JOB_RETENTION_S`` and
-    ``FAIRQUEUE_RESULT_BATCH``."""
+    ``FAIRQUEUE_RESULT_BATCH``, each within ``RESULT_SETTING_BOUNDS``."""
 
-    grace_s: float = Field(default=120.0, gt=0)
-    output_retention_s: float = Field(default=86_400.0, gt=0)
-    job_retention_s: float = Field(default=7 * 86_400.0, ge=86_400.0)
-    batch: int = Field(default=100, ge=1, le=10_000)
+    grace_s: float = _bounded("grace_s", 120.0)
+    output_retention_s: float = _bounded("output_retention_s", 86_400.0)
+    job_retention_s: float = _bounded("job_retention_s", 7 * 86_400.0)
+    batch: int = _bounded("batch", 100)
 
     @classmethod
     def from_env(cls) -> ResultSettings:
+        """The settings the environment gives; ConfigurationError naming each variable out of
+        its bounds."""
         config = settings()
-        return cls(
-            grace_s=config.result_grace_s,
-            output_retention_s=config.output_retention_s,
-            job_retention_s=config.job_retention_s,
-            batch=config.result_batch,
-        )
+        try:
+            return cls(
+                grace_s=config.result_grace_s,
+                output_retention_s=config.output_retention_s,
+                job_retention_s=config.job_retention_s,
+                batch=config.result_batch,
+            )
+        except ValidationError as exc:
+            raise ConfigurationError(
+                "; ".join(
+                    _out_of_bounds(str(error["loc"][0]), error["input"]) for error in exc.errors()
+                )
+            ) from None
+
+
+def _out_of_bounds(name: str, value: float) -> str:
+    variable, least, most = RESULT_SETTING_BOUNDS[name]
+    return f"{variable} must be from {_number(least)} to {_number(most)}, got {_number(value)}"
+
+
+def _number(value: float) -> str:
+    return f"{value:,.0f}" if float(value).is_integer() else f"{value:g}"
 
 
 def check_body(body: Any, what: str) -> dict[str, Any]:
@@ -129,20 +167,28 @@ def _record(
     writer: Writer,
     stage: Stage | None,
 ) -> bool:
-    """The one write site of results; the job's result is decided either way."""
-    row = conn.execute(
-        query("save_result"),
-        {
-            "result_job_id": source["result_job_id"],
-            "tenant_id": source["tenant_id"],
-            "type": source["type"],
-            "body": Jsonb(body),
-            "saved_by": writer,
-            "source_job_id": source["id"],
-            "source_created_at": source["created_at"],
-            "hook_due": stage is not None and stage.after_result is not None,
-        },
-    ).fetchone()
+    """The one write site of results; the job's result is decided either way. UnknownJob when
+    the row its original names may not be this tenant's (another tenant's row, which the
+    policies hide, or a job gone since it was read): the transaction is then aborted."""
+    try:
+        row = conn.execute(
+            query("save_result"),
+            {
+                "result_job_id": source["result_job_id"],
+                "tenant_id": source["tenant_id"],
+                "type": source["type"],
+                "body": Jsonb(body),
+                "saved_by": writer,
+                "source_job_id": source["id"],
+                "source_created_at": source["created_at"],
+                "hook_due": stage is not None and stage.after_result is not None,
+            },
+        ).fetchone()
+    except (psycopg.errors.InsufficientPrivilege, psycopg.errors.ForeignKeyViolation):
+        # The statement writes only results, which the application role may write: a refusal
+        # here is the row's policy (a row of another tenant under this key) or the trigger
+        # results_job (a key that is not a job of this tenant).
+        raise UnknownJob(f"no job {source['id']} for this tenant") from None
     conn.execute(
         query("mark_result_decided"), {"id": source["id"], "tenant_id": source["tenant_id"]}
     )

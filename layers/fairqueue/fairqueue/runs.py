@@ -10,6 +10,7 @@ from uuid import UUID
 from psycopg.types.json import Jsonb
 
 from .db import Connection
+from .doors import door_refusals
 from .queries import query
 
 StopReason = Literal["no_work", "time_budget", "quota_reserve", "quota_exhausted", "error"]
@@ -164,7 +165,9 @@ def get_run(conn: Connection, run_id: UUID | str) -> RunRow | None:
 
 def close_abandoned_runs(conn: Connection, after_s: float) -> int:
     """Close as ``error`` every run still open ``after_s`` seconds after it started: its
-    process died before it could close it. Returns how many."""
-    row = conn.execute(query("close_abandoned_runs"), {"after_s": after_s}).fetchone()
+    process died before it could close it. Returns how many. ArgumentOutOfBounds unless
+    ``after_s`` is a minute to seven days."""
+    with door_refusals():
+        row = conn.execute(query("close_abandoned_runs"), {"after_s": after_s}).fetchone()
     assert row is not None
     return int(row["closed"])

@@ -4,6 +4,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from .db import Connection
+from .doors import door_refusals
 from .queries import query
 
 
@@ -25,8 +26,10 @@ def queue_status(conn: Connection) -> list[TypeStatus]:
 
 
 def open_jobs(conn: Connection, *, due_within: timedelta | None = None) -> int:
-    """Queued, pending and running jobs; with ``due_within``, pending ones only if due by then."""
-    row = conn.execute(query("open_jobs"), {"due_within": due_within}).fetchone()
+    """Queued, pending and running jobs; with ``due_within``, pending ones only if due by then
+    (ArgumentOutOfBounds unless it is 0 to 3,660 days)."""
+    with door_refusals():
+        row = conn.execute(query("open_jobs"), {"due_within": due_within}).fetchone()
     assert row is not None
     return int(row["open"])
 
@@ -42,6 +45,8 @@ class MissingResults:
 
 
 def missing_results(conn: Connection, *, grace_s: float) -> MissingResults:
-    row = conn.execute(query("missing_results"), {"grace_s": grace_s}).fetchone()
+    """ArgumentOutOfBounds unless ``grace_s`` is a millisecond to an hour."""
+    with door_refusals():
+        row = conn.execute(query("missing_results"), {"grace_s": grace_s}).fetchone()
     assert row is not None
     return MissingResults(**{k: int(v) for k, v in row.items()})

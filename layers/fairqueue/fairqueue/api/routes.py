@@ -99,7 +99,8 @@ ADMIT_ERRORS: Final[ErrorTable] = (
 # cannot be stored as JSON (a number such as 1e400, which Python reads as infinity).
 SAVE_RESULT_ERRORS: Final[ErrorTable] = (
     (InvalidPayload, 422, "invalid_result"),
-    # A job that passed the lane check is missing here only if it was pruned since.
+    # A job that passed the lane check is missing here only if it was pruned since, or its
+    # result row is another tenant's (one made before the database refused such rows).
     (UnknownJob, 404, "job_not_found"),
     (JobNotFinished, 409, "job_not_finished"),
 )

@@ -3,10 +3,16 @@
 
 -- name: result_source
 -- Under the tenant's clamp: what a result write needs to know of the job it is for, open or
--- finished.
-select id, type, tenant_id, status, output, created_at, coalesce(delta_of, id) as result_job_id
-  from fairqueue.all_jobs
- where id = %(id)s and tenant_id is not distinct from %(tenant_id)s;
+-- finished. A re-check's result row is its original's while the original is there to see;
+-- once retention has dropped it, a row may no longer be made under its id (the trigger
+-- results_job), so the re-check's own id keys it. (A login that bypasses the policies sees an
+-- original of another tenant, which admission never allows: the save then meets a row of
+-- another tenant, or the trigger, and is refused.)
+select j.id, j.type, j.tenant_id, j.status, j.output, j.created_at,
+       coalesce(o.id, j.id) as result_job_id
+  from fairqueue.all_jobs j
+  left join fairqueue.all_jobs o on o.id = j.delta_of
+ where j.id = %(id)s and j.tenant_id is not distinct from %(tenant_id)s;
 
 -- name: save_result
 -- Under the tenant's clamp. The one statement that writes results; precedence is its WHERE:
