@@ -175,11 +175,12 @@ def print_run(run: RunRow, open_left: int | None = None) -> None:
     """One run's row; ``open_left``: the jobs still open in the queue once it closed."""
     seconds = (run.finished_at - run.started_at).total_seconds() if run.finished_at else 0.0
     print(
-        f"{run.started_at:%Y-%m-%d %H:%M:%S} {run.trigger:<9} {run.stop_reason or 'open':<16}"
+        f"{run.started_at:%Y-%m-%d %H:%M:%S} {visible(run.trigger):<9}"
+        f" {run.stop_reason or 'open':<16}"
         f" {run.jobs_done:>5} {run.jobs_failed:>6} {run.jobs_deferred:>8} {run.quota_units:>5}"
         f" {seconds:>6.1f}"
         + (f" {open_left:>6}" if open_left is not None else "")
-        + (f"  error: {run.error}" if run.error else "")
+        + (f"  error: {visible(run.error)}" if run.error else "")
     )
 
 
@@ -189,7 +190,7 @@ def print_status(conn: Connection) -> None:
     print("{:<12} {:>6} {:>7} {:>9} {:>7} {:>5} {:>6} {:>6}".format(*header))
     for r in rows:
         print(
-            f"{r.type:<12} {r.queued:>6} {r.backlog:>7} {r.scheduled:>9} {r.running:>7}"
+            f"{visible(r.type):<12} {r.queued:>6} {r.backlog:>7} {r.scheduled:>9} {r.running:>7}"
             f" {r.stuck:>5} {r.failed:>6} {r.done:>6}"
         )
     missing = missing_results(conn, grace_s=ResultSettings.from_env().grace_s)
