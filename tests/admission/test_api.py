@@ -412,7 +412,7 @@ BAD_ADMISSIONS = [
     pytest.param(b"\xff\xfe\xfa", 400, "malformed_json", "not valid JSON", id="not-utf8"),
     pytest.param(b"[" * 10_000, 400, "malformed_json", "nested too deeply", id="deep"),
     pytest.param([], 400, "invalid_body", "must be a JSON object, got an array", id="array"),
-    pytest.param({"payload": {}}, 400, "invalid_body", "type: Field required", id="no-type"),
+    pytest.param({"payload": {}}, 400, "invalid_body", "type is missing", id="no-type"),
     pytest.param(
         {"type": "api_analyze", "payload": ["doc"]},
         400,
