@@ -5,12 +5,14 @@ from __future__ import annotations
 from datetime import UTC, timedelta
 from typing import Any
 
+import psycopg
 import pytest
 
 from fairqueue import Stage, enqueue, run_pipeline
 from fairqueue.cli import main
 from fairqueue.cli.groups import NO_QUOTAS, QUOTA_COLUMNS
-from fairqueue.db import Connection
+from fairqueue.db import Connection, connect
+from fairqueue.errors import ConfigurationError
 from fairqueue.quotas import define_quota
 from support.rows import job
 
@@ -385,3 +387,15 @@ def test_a_quota_of_capacity_zero_is_defined_exhausted(
     assert capsys.readouterr().out.endswith(" (exhausted)\n")
     assert [(q["capacity"], q["remaining"], q["reserve"]) for q in quotas(conn)] == [(0, 0, 0)]
     assert listed(capsys, dsn)["shut"][4] == "exhausted"
+
+
+def test_the_door_refuses_a_capacity_past_the_most_a_quota_holds(
+    dsn: str, conn: Connection
+) -> None:
+    with connect(dsn) as app, pytest.raises(psycopg.Error, match=r"capacity <= 10\^15"):
+        app.execute("select * from fairqueue.define_quota('q', 1000000000000001, 0, 60)")
+    with pytest.raises(ConfigurationError, match=r"capacity <= 1,000,000,000,000,000"):
+        define_quota(conn, "q", capacity=10**15 + 1, period=timedelta(hours=1))
+    assert quotas(conn) == []
+    define_quota(conn, "q", capacity=10**15, period=timedelta(hours=1), reserve=10**15)
+    assert [(q["capacity"], q["reserve"]) for q in quotas(conn)] == [(10**15, 10**15)]
