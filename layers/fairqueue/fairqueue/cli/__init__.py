@@ -269,7 +269,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_runs)
 
     command("plans", "the plans and how they rank").set_defaults(func=cmd_plans)
-    jobs.add_commands(command, database, stages_help)
+    jobs.add_commands(command, database)
     top.add_commands(command)
     credits.add_commands(command, database)
     groups.add_commands(command, database)

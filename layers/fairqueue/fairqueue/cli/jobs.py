@@ -28,7 +28,6 @@ SHOWN_CHARS = 400
 def add_commands(
     command: Callable[[str, str], argparse.ArgumentParser],
     database: argparse.ArgumentParser,
-    stages_help: str,
 ) -> None:
     jobs = command("jobs", "find jobs and look at one")
     verbs = jobs.add_subparsers(dest="jobs_command", required=True)
@@ -42,7 +41,8 @@ def add_commands(
     p.add_argument("id", type=job_id_argument, nargs="+", help="the job's id (a UUID)")
     p.add_argument(
         "--stages",
-        help=stages_help.replace("else the example", "else which stage applies is not told"),
+        help="module:attribute of the stage list (default FAIRQUEUE_STAGES; with neither, it does"
+        " not say which stage applies)",
     )
     p.set_defaults(func=cmd_show)
 
