@@ -60,6 +60,29 @@ def test_once_in_80x24_shows_types_the_fairness_panels_and_runs(
     assert lines.index("last runs") > least
 
 
+def test_in_24_lines_each_panel_keeps_the_groups_that_fit_whole(
+    dsn: str, conn: Connection, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.setenv("LINES", "24")
+    # Five types, as the example has, and more groups than a panel holds.
+    for stage in jobs_stages.JOBS_STAGES[:5]:
+        for n in range(6):
+            enqueue(conn, stage.name, {}, tenant_id="acme", group_id=f"g{n}")
+
+    assert main(["--database-url", dsn, "top", "--once"]) == 0
+    lines = [line.rstrip() for line in capsys.readouterr().out.splitlines()]
+    most, least = lines.index("most served (day)"), lines.index("least served, work waiting")
+    runs = lines.index("last runs")
+    # The types take 5 lines and a row each; nothing was served yet, so the most served panel
+    # is its title, header and rule; the least served one keeps 4 of its 30 groups, oldest
+    # first, and ends within the 24 lines.
+    assert (most, least, runs) == (10, 13, 20)
+    assert [line.split()[::2] for line in lines[least + 3 : runs]] == [
+        ["looked_at", f"g{n}"] for n in range(4)
+    ]
+
+
 def test_the_live_view_redraws_until_ctrl_c_and_exits_0(dsn: str, conn: Connection) -> None:
     enqueue(conn, "looked_at", {}, tenant_id="acme")
     top = subprocess.Popen(

@@ -47,14 +47,15 @@ def cmd_top(args: argparse.Namespace) -> int:
             "fairqueue top draws with rich, which is not installed: pip install 'fairqueue[top]'"
         ) from None
     with app_connection(args, autocommit=True) as conn:
+        console = Console()
         if args.once:
-            Console().print(render(_look(conn)))
+            console.print(render(_look(conn), console.height))
             return 0
         try:
-            with Live(render(_look(conn)), auto_refresh=False) as live:
+            with Live(render(_look(conn), console.height), auto_refresh=False) as live:
                 while True:
                     time.sleep(args.interval)
-                    live.update(render(_look(conn)), refresh=True)
+                    live.update(render(_look(conn), console.height), refresh=True)
         except KeyboardInterrupt:
             return 0
 
@@ -66,16 +67,22 @@ def _look(conn: Connection) -> Overview:
         raise DatabaseUnavailable(f"lost the database: {exc}") from None
 
 
-def render(view: Overview) -> RenderableType:
+def render(view: Overview, height: int | None = None) -> RenderableType:
     """The view, its fairness panels before the runs, so that a small terminal (80x24) that
-    cannot hold everything loses the last runs, not the fair order. Every label a client chose
-    goes in as plain text (:func:`label`): never read as markup, its control characters shown."""
+    cannot hold everything loses the last runs, not the fair order; with ``height`` (the
+    terminal's lines) each panel keeps as many groups as leave both whole under the types.
+    Every label a client chose goes in as plain text (:func:`label`): never read as markup,
+    its control characters shown."""
     from rich.console import Group
 
+    shown = max(len(view.most_served), len(view.least_served))
+    if height is not None:
+        # The types' table takes its rows and 5 lines; each panel 3 lines and its rows.
+        shown = max(1, (height - len(view.types) - 5 - 2 * 3) // 2)
     return Group(
         _types(view),
-        _groups("most served (day)", view.most_served),
-        _groups("least served, work waiting", view.least_served),
+        _groups("most served (day)", view.most_served[:shown]),
+        _groups("least served, work waiting", view.least_served[:shown]),
         _runs(view),
     )
 
