@@ -67,13 +67,9 @@ def _seen(char: str, keep_newlines: bool) -> str:
     if unicodedata.category(char) not in _UNSEEN_CATEGORIES:
         return char
     code = ord(char)
-    return (
-        f"\\x{code:02x}"
-        if code < 0x100
-        else f"\\u{code:04x}"
-        if code < 0x10000
-        else f"\\U{code:08x}"
-    )
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
 
 
 def read_payload(text: str) -> Any:
