@@ -17,8 +17,10 @@ as $$
 begin
     perform fairqueue.door_argument(p_name <> '' and length(p_name) <= 200,
         p_door || ': the name must be 1 to 200 characters');
-    perform fairqueue.door_argument(p_capacity >= 0 and p_reserve between 0 and p_capacity,
-        format('%s: need 0 <= reserve <= capacity, got %s and %s', p_door, p_reserve,
+    -- At most 10^15 units, as fairqueue.quotas.MAX_UNITS says: what a balance may hold.
+    perform fairqueue.door_argument(
+        p_capacity between 0 and 1000000000000000 and p_reserve between 0 and p_capacity,
+        format('%s: need 0 <= reserve <= capacity <= 10^15, got %s and %s', p_door, p_reserve,
                p_capacity));
     perform fairqueue.door_argument(p_period_s > 0 and p_period_s <= 366 * 86400,
         format('%s: the period must be over 0 and at most 366 days, got %s s', p_door,

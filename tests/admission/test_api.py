@@ -412,7 +412,7 @@ BAD_ADMISSIONS = [
     pytest.param(b"\xff\xfe\xfa", 400, "malformed_json", "not valid JSON", id="not-utf8"),
     pytest.param(b"[" * 10_000, 400, "malformed_json", "nested too deeply", id="deep"),
     pytest.param([], 400, "invalid_body", "must be a JSON object, got an array", id="array"),
-    pytest.param({"payload": {}}, 400, "invalid_body", "type: Field required", id="no-type"),
+    pytest.param({"payload": {}}, 400, "invalid_body", "type is missing", id="no-type"),
     pytest.param(
         {"type": "api_analyze", "payload": ["doc"]},
         400,
@@ -1010,7 +1010,6 @@ def test_token_prints_a_token_the_api_accepts(capsys: pytest.CaptureFixture[str]
     [
         (None, "60", "FAIRQUEUE_API_SECRET is not set"),
         ("short", "60", "FAIRQUEUE_API_SECRET is 5 bytes; it must be at least 32"),
-        (SECRET, "0", "a token's lifetime must be positive, got 0 s"),
     ],
 )
 def test_token_refuses_without_a_usable_secret_or_lifetime(

@@ -172,8 +172,11 @@ def test_a_ledger_summing_past_a_bigint_still_reads(admin_dsn: str, conn: Connec
 def test_cli_refuses_a_grant_no_balance_can_hold_in_one_line(
     dsn: str, conn: Connection, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    for amount in ("9223372036854775807", "99999999999999999999"):
-        assert main(["--database-url", dsn, "credits", "grant", "acme", amount]) == 2
+    # Refused where the command line is read: no amount past the most a balance holds.
+    for amount in ("1000000000000001", "9223372036854775807", "99999999999999999999"):
+        with pytest.raises(SystemExit) as exited:
+            main(["--database-url", dsn, "credits", "grant", "acme", amount])
+        assert exited.value.code == 2
         assert capsys.readouterr().err.count("\n") == 1
     assert main(["--database-url", dsn, "credits", "balance", "acme"]) == 0
     assert capsys.readouterr().out.strip() == "0"

@@ -5,12 +5,14 @@ from __future__ import annotations
 from datetime import UTC, timedelta
 from typing import Any
 
+import psycopg
 import pytest
 
 from fairqueue import Stage, enqueue, run_pipeline
 from fairqueue.cli import main
 from fairqueue.cli.groups import NO_QUOTAS, QUOTA_COLUMNS
-from fairqueue.db import Connection
+from fairqueue.db import Connection, connect
+from fairqueue.errors import ConfigurationError
 from fairqueue.quotas import define_quota
 from support.rows import job
 
@@ -92,6 +94,7 @@ def test_without_a_tenant_the_group_of_the_jobs_with_no_tenant_is_paused(
     dsn: str, conn: Connection, capsys: pytest.CaptureFixture[str]
 ) -> None:
     conn.execute("insert into fairqueue.groups (id, tenant_id) values ('inbox', 'acme')")
+    enqueue(conn, GROUPED.name, {}, group_id="inbox")
     assert main(["--database-url", dsn, "groups", "pause", "inbox"]) == 0
     assert capsys.readouterr().out == "paused group 'inbox' (no tenant)\n"
     assert groups(conn) == [(None, "inbox", "paused"), ("acme", "inbox", "active")]
@@ -100,7 +103,9 @@ def test_without_a_tenant_the_group_of_the_jobs_with_no_tenant_is_paused(
 def test_pause_and_resume_twice_each_and_resume_a_group_never_paused(
     dsn: str, conn: Connection, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # A group that was never paused is resumed quietly: it is active, as it was.
+    # A group that has jobs but was never paused is resumed quietly: it is active, as it was.
+    enqueue(conn, GROUPED.name, {}, tenant_id="acme", group_id="never")
+    enqueue(conn, GROUPED.name, {}, tenant_id="acme", group_id="g")
     assert main(["--database-url", dsn, "groups", "resume", "never", "--tenant", "acme"]) == 0
     assert capsys.readouterr().out == "resumed group 'never' of tenant 'acme'\n"
     assert groups(conn) == [("acme", "never", "active")]
@@ -112,11 +117,66 @@ def test_pause_and_resume_twice_each_and_resume_a_group_never_paused(
     assert capsys.readouterr().err == ""
 
 
+@pytest.mark.parametrize(
+    ("verb", "group", "tenant"),
+    [
+        # the example's group is initech/busy: "busy" alone is no group of initech's
+        ("pause", "busy", "initech"),
+        ("pause", "typo-group", "acme"),
+        # a group of the same id under another tenant, or with no tenant, is not this one
+        ("pause", "inbox", "zeta"),
+        ("pause", "inbox", None),
+        ("resume", "nosuchgroup", "nobody"),
+        ("resume", "inbox", "zeta"),
+    ],
+)
+def test_a_group_no_job_has_had_is_refused_in_one_line_and_nothing_is_written(
+    dsn: str,
+    conn: Connection,
+    capsys: pytest.CaptureFixture[str],
+    verb: str,
+    group: str,
+    tenant: str | None,
+) -> None:
+    enqueue(conn, GROUPED.name, {}, tenant_id="initech", group_id="initech/busy")
+    enqueue(conn, GROUPED.name, {}, tenant_id="acme", group_id="inbox")
+    argv = ["--database-url", dsn, "groups", verb, group]
+    assert main([*argv, *(["--tenant", tenant] if tenant else [])]) == 2
+    owner = f"tenant {tenant!r}" if tenant else "no tenant"
+    line = one_error_line(capsys)
+    assert line.startswith(f"fairqueue: no job of {owner} has ever had group {group!r}: "), line
+    assert groups(conn) == []
+
+
+def test_a_group_whose_jobs_have_all_finished_is_still_known(
+    dsn: str, conn: Connection, capsys: pytest.CaptureFixture[str]
+) -> None:
+    enqueue(conn, GROUPED.name, {}, tenant_id="acme", group_id="quiet")
+    assert run_pipeline(dsn, [GROUPED]).jobs_done == 1
+    assert main(["--database-url", dsn, "groups", "pause", "quiet", "--tenant", "acme"]) == 0
+    assert groups(conn) == [("acme", "quiet", "paused")]
+
+
+def test_create_pauses_a_group_before_its_first_job_which_then_waits(
+    dsn: str, conn: Connection, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["--database-url", dsn, "groups", "pause", "later", "--tenant", "acme", "--create"]
+    assert main(argv) == 0
+    assert capsys.readouterr().out == "paused group 'later' of tenant 'acme'\n"
+    assert groups(conn) == [("acme", "later", "paused")]
+    waiting = enqueue(conn, GROUPED.name, {}, tenant_id="acme", group_id="later")
+    assert run_pipeline(dsn, [GROUPED]).jobs_done == 0
+    assert job(conn, waiting)["status"] == "pending"
+    # once it has a row, resume knows it
+    assert main(["--database-url", dsn, "groups", "resume", "later", "--tenant", "acme"]) == 0
+    assert run_pipeline(dsn, [GROUPED]).jobs_done == 1
+
+
 def test_database_url_is_taken_after_the_nested_subcommand(
     dsn: str, conn: Connection, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(["groups", "pause", "g", "--database-url", dsn]) == 0
-    assert main(["groups", "pause", "h", "--tenant", "t", "--database-url", dsn]) == 0
+    assert main(["groups", "pause", "g", "--create", "--database-url", dsn]) == 0
+    assert main(["groups", "pause", "h", "--tenant", "t", "--database-url", dsn, "--create"]) == 0
     assert groups(conn) == [(None, "g", "paused"), ("t", "h", "paused")]
     assert main(["groups", "resume", "--database-url", dsn, "g"]) == 0
     assert groups(conn) == [(None, "g", "active"), ("t", "h", "paused")]
@@ -262,7 +322,6 @@ def test_a_quota_past_its_reset_time_is_listed_and_stored_full(
     ("name", "options", "message"),
     [
         ("api", ["--capacity", "5", "--period", "60", "--reserve", "6"], "reserve <= capacity"),
-        ("api", ["--capacity", "5", "--period", str(400 * 86400)], "at most 366 days"),
         ("", ["--capacity", "5", "--period", "60"], "name must be a non-empty string"),
         ("x" * 201, ["--capacity", "5", "--period", "60"], "over the limit of 200"),
     ],
@@ -300,6 +359,12 @@ def test_a_bad_redefinition_leaves_the_quota_as_it_was(
         ["--capacity", "5", "--period", "60", "--reserve", "-1"],
         ["--capacity", "five", "--period", "60"],
         ["--period", "60"],
+        ["--capacity", "5", "--period", str(400 * 86400)],
+        # past a bigint (the database had no function for a numeric) and past a timedelta
+        ["--capacity", "99999999999999999999", "--period", "60"],
+        ["--capacity", "10", "--period", "99999999999999999999"],
+        ["--capacity", str(10**15 + 1), "--period", "60"],
+        ["--capacity", "10", "--period", "60", "--reserve", "99999999999999999999"],
     ],
 )
 def test_define_refuses_numbers_out_of_range_before_connecting(
@@ -308,7 +373,8 @@ def test_define_refuses_numbers_out_of_range_before_connecting(
     with pytest.raises(SystemExit) as exit_:
         main(["--database-url", dsn, "quotas", "define", "api", *options])
     assert exit_.value.code == 2
-    assert "fairqueue quotas define: error:" in capsys.readouterr().err
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("fairqueue quotas define: error:")
     assert quotas(conn) == []
 
 
@@ -321,3 +387,15 @@ def test_a_quota_of_capacity_zero_is_defined_exhausted(
     assert capsys.readouterr().out.endswith(" (exhausted)\n")
     assert [(q["capacity"], q["remaining"], q["reserve"]) for q in quotas(conn)] == [(0, 0, 0)]
     assert listed(capsys, dsn)["shut"][4] == "exhausted"
+
+
+def test_the_door_refuses_a_capacity_past_the_most_a_quota_holds(
+    dsn: str, conn: Connection
+) -> None:
+    with connect(dsn) as app, pytest.raises(psycopg.Error, match=r"capacity <= 10\^15"):
+        app.execute("select * from fairqueue.define_quota('q', 1000000000000001, 0, 60)")
+    with pytest.raises(ConfigurationError, match=r"capacity <= 1,000,000,000,000,000"):
+        define_quota(conn, "q", capacity=10**15 + 1, period=timedelta(hours=1))
+    assert quotas(conn) == []
+    define_quota(conn, "q", capacity=10**15, period=timedelta(hours=1), reserve=10**15)
+    assert [(q["capacity"], q["reserve"]) for q in quotas(conn)] == [(10**15, 10**15)]

@@ -243,4 +243,30 @@ def test_show_without_the_stage_list_says_what_it_cannot_tell(
     captured = capsys.readouterr()
     assert code == 0
     assert "quotas are not checked" in captured.err
-    assert "unknown without the stage list" in captured.out
+    assert "cannot tell which stage applies without the stage list" in captured.out
+
+
+def test_show_with_no_stage_list_given_does_not_judge_by_the_example(
+    dsn: str, conn: Connection, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A job of the caller's own stage: the example's stages do not claim it, which says nothing.
+    job_id = enqueue(conn, "looked_at", {}, tenant_id="acme")
+    assert main(["--database-url", dsn, "jobs", "show", str(job_id)]) == 0
+    captured = capsys.readouterr()
+    assert captured.err == ""
+    assert "nothing claims it" not in captured.out
+    assert captured.out.splitlines()[-1] == (
+        "why waiting: cannot tell which stage applies without the stage list"
+        " (--stages module:attribute or FAIRQUEUE_STAGES)"
+    )
+
+
+def test_show_takes_the_stage_list_from_fairqueue_stages(
+    dsn: str, conn: Connection, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    job_id = enqueue(conn, "looked_at", {}, tenant_id="acme")
+    monkeypatch.setenv("FAIRQUEUE_STAGES", STAGES)
+    assert main(["--database-url", dsn, "jobs", "show", str(job_id)]) == 0
+    out = capsys.readouterr().out
+    assert "why waiting:\n" in out
+    assert "cannot tell" not in out and "nothing claims it" not in out

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -140,3 +141,39 @@ def test_production_with_the_users_stages_never_loads_the_example(
     shown = dict(line.split(":", 1) for line in fairqueue("jobs", "show", job_id).splitlines())
     assert shown["status"].strip() == "done"
     assert statuses(conn) == {"run_quick": [("done", 1)]}
+
+
+def test_the_example_is_not_seeded_over_open_work_and_the_run_says_so(
+    admin_dsn: str, conn: Connection
+) -> None:
+    from fairqueue.dev import example  # noqa: F401 - declares the example's types here
+
+    # An open job, not due for an hour: the queue counts as drained at once.
+    enqueue(conn, "ingest", {"doc": "mine.pdf"}, tenant_id="acme", run_after=timedelta(hours=1))
+    env = {**os.environ}
+    env.pop("FAIRQUEUE_STAGES", None)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "fairqueue",
+            "run",
+            "--database-url",
+            admin_dsn,
+            "--interval",
+            "0.1",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.splitlines()[0] == (
+        "did not enqueue the example workload: the queue holds 1 open job(s) from earlier; this"
+        " run drains them, and the tables at the end count only what it did (seeding starts"
+        " again once the queue is empty)"
+    )
+    assert conn.execute("select count(*) as n from fairqueue.all_jobs").fetchone() == {"n": 1}

@@ -44,6 +44,10 @@ class UnknownQuota(FairqueueError):
     """A quota name with no row in the quotas table."""
 
 
+class UnknownGroup(FairqueueError):
+    """A group id that no job of the tenant has ever had, given where only a known one will do."""
+
+
 class DuplicateJob(FairqueueError):
     """An open job of the tenant already has the dedupe key."""
 

@@ -18,6 +18,7 @@ from .queries import query
 from .settings import settings
 from .stage import Stage, known_stage, known_types
 from .tenancy import mismatch_of
+from .validation import problems
 
 
 def max_payload_bytes() -> int:
@@ -48,8 +49,8 @@ def validate_payload(stage: Stage, payload: Any) -> dict[str, Any]:
         model = stage.payload_model.model_validate_json(integral_numbers(encoded), strict=True)
     except ValidationError as exc:
         raise InvalidPayload(
-            f"{stage.name}: payload does not fit the stage's model: {exc}"
-        ) from exc
+            f"{stage.name}: payload does not fit the stage's model: {problems(exc)}"
+        ) from None
     checked: dict[str, Any] = model.model_dump(mode="json", by_alias=True)
     return checked
 

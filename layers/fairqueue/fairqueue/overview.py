@@ -3,6 +3,7 @@ and the most and least served groups."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -20,6 +21,32 @@ class ServedGroup:
     group_key: str
     served: int
     waiting: bool
+
+    @property
+    def tenant_id(self) -> str | None:
+        """The tenant the group is of; None for the jobs with no tenant."""
+        return split_group_key(self.group_key)[0]
+
+    @property
+    def group_id(self) -> str | None:
+        """The group's id; None for the tenant's default group (its jobs with no group)."""
+        return split_group_key(self.group_key)[1]
+
+
+# A key as fairqueue.group_key spells it (sql/functions/group_key.sql): the tenant with \ and /
+# escaped, a slash, the group id as it is.
+_GROUP_KEY = re.compile(r"((?:[^\\/]|\\.)*)/(.*)", re.DOTALL)
+_ESCAPED = re.compile(r"\\(.)", re.DOTALL)
+
+
+def split_group_key(key: str) -> tuple[str | None, str | None]:
+    """A group's key as (tenant id, group id), None for no tenant and for the default group:
+    ``acme/inbox`` is ('acme', 'inbox'), ``acme/`` ('acme', None), ``/x`` (None, 'x')."""
+    found = _GROUP_KEY.fullmatch(key)
+    if found is None:  # not a key group_key made: shown whole, as the group's id
+        return None, key
+    tenant = _ESCAPED.sub(r"\1", found[1])
+    return tenant or None, found[2] or None
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,9 @@ from .stage import Defer
 
 # The longest period the database accepts (sql/functions/quotas.sql).
 MAX_PERIOD = timedelta(days=366)
+# The most units a quota holds: as much as a balance may (lanes.MAX_BALANCE), well inside the
+# bigint columns, so that no definition reaches the database as a number it has no door for.
+MAX_UNITS = 10**15
 
 QuotaStop = Literal["quota_reserve", "quota_exhausted"]
 
@@ -57,9 +60,10 @@ def define_quota_if_absent(
 def _definition(name: str, capacity: int, period: timedelta, reserve: int) -> dict[str, Any]:
     """A quota's definition checked, as the doors' parameters."""
     check_label("a quota's name", name, required=True)
-    if capacity < 0 or reserve < 0 or reserve > capacity:
+    if not 0 <= reserve <= capacity <= MAX_UNITS:
         raise ConfigurationError(
-            f"quota {name!r}: need 0 <= reserve <= capacity, got {reserve}, {capacity}"
+            f"quota {name!r}: need 0 <= reserve <= capacity <= {MAX_UNITS:,},"
+            f" got {reserve}, {capacity}"
         )
     if not timedelta(0) < period <= MAX_PERIOD:
         raise ConfigurationError(

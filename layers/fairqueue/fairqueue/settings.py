@@ -25,6 +25,7 @@ from pydantic_core import ErrorDetails
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from .errors import ConfigurationError
+from .validation import shown_value
 
 DEFAULT_STAGES: Final = "fairqueue.dev.example:STAGES"
 
@@ -335,11 +336,11 @@ def _problem(error: ErrorDetails) -> str:
         allowed = str(context.get("expected", "")).replace("'", "").replace(" or ", ", ")
         return f"{variable}={value!r} is not one of: {allowed}"
     if kind == "string_pattern_mismatch" and variable == "FAIRQUEUE_STAGES":
-        return f"FAIRQUEUE_STAGES must look like module:attribute, got {value!r}"
+        return f"FAIRQUEUE_STAGES must look like module:attribute, got {shown_value(value)}"
     if kind in ("float_parsing", "float_type", "finite_number"):
-        return f"{variable} must be a number{unit}, got {value!r}"
+        return f"{variable} must be a number{unit}, got {shown_value(value)}"
     if kind in ("int_parsing", "int_type", "int_from_float"):
-        return f"{variable} must be a whole number{unit}, got {value!r}"
+        return f"{variable} must be a whole number{unit}, got {shown_value(value)}"
     bounds = {
         "greater_than": ("over", "gt"),
         "greater_than_equal": ("at least", "ge"),
@@ -350,8 +351,8 @@ def _problem(error: ErrorDetails) -> str:
         phrase, key = bounds[kind]
         bound = context.get(key)
         shown = f"{bound:g}" if isinstance(bound, float) else bound
-        return f"{variable} must be {phrase} {shown}, got {value!r}"
-    return f"{variable}: {error['msg']}, got {value!r}"
+        return f"{variable} must be {phrase} {shown}, got {shown_value(value)}"
+    return f"{variable}: {error['msg']}, got {shown_value(value)}"
 
 
 _lock = threading.Lock()

@@ -16,11 +16,14 @@ from psycopg.pq import TransactionStatus
 
 from .db import Connection
 from .errors import InvalidPayload, TenantMismatch
+from .validation import shown_value
 
 
 def _check_tenant(tenant_id: str | None) -> None:
     if tenant_id is not None and (not isinstance(tenant_id, str) or not tenant_id):
-        raise InvalidPayload(f"a tenant id must be a non-empty string or None, got {tenant_id!r}")
+        raise InvalidPayload(
+            f"a tenant id must be a non-empty string or None, got {shown_value(tenant_id)}"
+        )
 
 
 def _clamp(conn: Connection, tenant_id: str | None) -> None:

@@ -49,6 +49,7 @@ from ..queries import query
 from ..results import read_result, save_result
 from ..stage import known_stage
 from ..tenancy import tenant_transaction
+from ..validation import problem
 from ..waiting import tenant_job_waiting
 from . import document
 from .auth import ClaimNames, identity_from_claims
@@ -342,7 +343,7 @@ def validation_refusal(errors: Sequence[Any], body_refusal: ApiError | None = No
     for loc, error in located:
         if loc[0] == "query":
             name = ".".join(str(part) for part in loc[1:])
-            return ApiError(400, "invalid_query", f"{name}: {error.get('msg')}")
+            return ApiError(400, "invalid_query", problem(error, name))
     problems = []
     for loc, error in located:
         where = ".".join(str(part) for part in loc[1:]) or "the body"
@@ -352,7 +353,7 @@ def validation_refusal(errors: Sequence[Any], body_refusal: ApiError | None = No
             )
             problems.append(f"{where} is not accepted: {why}")
         else:
-            problems.append(f"{where}: {error.get('msg')}")
+            problems.append(problem(error, where))
     return ApiError(400, "invalid_body", "; ".join(problems))
 
 

@@ -1,4 +1,4 @@
-"""The ``fairqueue`` command."""
+"""fairqueue: a fair job queue on Postgres, from the command line."""
 
 from __future__ import annotations
 
@@ -9,11 +9,14 @@ import signal
 import sys
 import threading
 from collections.abc import Sequence
+from importlib import metadata
+from typing import NoReturn
 
 from .. import api
 from ..db import connect
 from ..dev import lambda_loop
 from ..errors import FairqueueError
+from ..job_info import MAX_LISTED
 from ..jobs import enqueue
 from ..migrate import migrate
 from ..plans import PLANS
@@ -32,6 +35,9 @@ from .common import (
     print_status,
     read_payload,
     resolve_database,
+    seconds_argument,
+    visible,
+    whole_number_argument,
 )
 from .log_lines import json_logs
 
@@ -41,7 +47,9 @@ __all__ = ["RUN_COLUMNS", "build_parser", "main"]
 def cmd_migrate(args: argparse.Namespace) -> int:
     with connect(resolve_database(args)) as conn:
         applied = migrate(conn)
-    print("applied: " + ", ".join(applied) if applied else "up to date")
+    for name in applied:
+        print(f"applied {name}")
+    print(f"{len(applied)} migration(s) applied" if applied else "up to date")
     return 0
 
 
@@ -147,30 +155,44 @@ def cmd_run(args: argparse.Namespace) -> int:
     return run_loop(args)
 
 
+class Parser(argparse.ArgumentParser):
+    """Refuses what it cannot parse in one line (the usage is what --help is for), exit 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {visible(message)} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     # --database-url is taken before or after the command: each subcommand shares it, and a
     # value given in either place is kept (SUPPRESS: an absent one does not overwrite it).
-    database = argparse.ArgumentParser(add_help=False)
+    database = Parser(add_help=False)
     database.add_argument(
         "--database-url",
         default=argparse.SUPPRESS,
         help="default: DATABASE_URL, else the embedded Postgres",
     )
     stages_help = "module:attribute of the stage list (default FAIRQUEUE_STAGES, else the example)"
-    parser = argparse.ArgumentParser(prog="fairqueue", description=__doc__, parents=[database])
+    parser = Parser(prog="fairqueue", description=__doc__, parents=[database])
+    parser.add_argument("--version", action="version", version=f"fairqueue {package_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     def command(name: str, help_text: str) -> argparse.ArgumentParser:
         return sub.add_parser(name, help=help_text, description=help_text, parents=[database])
 
-    command("migrate", "apply the schema migrations").set_defaults(func=cmd_migrate)
+    command("migrate", "apply the schema migrations, one line per file applied").set_defaults(
+        func=cmd_migrate
+    )
 
     p = command("enqueue", "enqueue one job")
-    p.add_argument("type")
+    p.add_argument("type", help="the job's type: the name of a stage in the stage list")
     p.add_argument("payload", help="a JSON object, @FILE for a file's content, or - for stdin")
-    p.add_argument("--tenant")
-    p.add_argument("--group")
-    p.add_argument("--dedupe-key")
+    p.add_argument("--tenant", help="the tenant the job is of (default: no tenant)")
+    p.add_argument(
+        "--group", help="the tenant's group it is counted in (default: its default group)"
+    )
+    p.add_argument(
+        "--dedupe-key", help="while an open job of the tenant has this key, no other is enqueued"
+    )
     p.add_argument("--stages", help=stages_help)
     p.set_defaults(func=cmd_enqueue)
 
@@ -179,10 +201,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_tick)
 
     p = command("run", "the local loop: invoke the cron handler until drained")
-    p.add_argument("--handler", default="functions/cron.py:handler")
+    p.add_argument(
+        "--handler",
+        default="functions/cron.py:handler",
+        help="file.py:function of the handler invoked (default functions/cron.py:handler)",
+    )
     p.add_argument("--stages", help=stages_help)
-    p.add_argument("--interval", type=float, default=3.0, help="seconds between invocations")
-    p.add_argument("--seed", type=int, default=7, help="seed of the example workload")
+    p.add_argument(
+        "--interval",
+        type=seconds_argument(0.1, 3600),
+        default=3.0,
+        help="seconds between invocations, from 0.1 to 3600 (default 3)",
+    )
+    p.add_argument(
+        "--seed",
+        type=whole_number_argument(0, MAX_SEED),
+        default=7,
+        help=f"seed of the example workload, from 0 to {MAX_SEED:,} (default 7)",
+    )
     p.add_argument("--no-seed", action="store_true", help="do not enqueue the example workload")
     p.set_defaults(func=cmd_run)
 
@@ -193,28 +229,66 @@ def build_parser() -> argparse.ArgumentParser:
         " all includes api when FAIRQUEUE_API_SECRET is set)",
     )
     p.add_argument("--stages", help=stages_help)
-    p.add_argument("--cron-interval", type=float, default=serve.CRON_INTERVAL_S, help="seconds")
-    p.add_argument("--sweep-interval", type=float, default=serve.SWEEP_INTERVAL_S, help="seconds")
+    p.add_argument(
+        "--cron-interval",
+        type=seconds_argument(0.1, MAX_SERVE_INTERVAL_S),
+        default=serve.CRON_INTERVAL_S,
+        help=f"seconds between cron passes, from 0.1 to {MAX_SERVE_INTERVAL_S:g}"
+        f" (default {serve.CRON_INTERVAL_S:g})",
+    )
+    p.add_argument(
+        "--sweep-interval",
+        type=seconds_argument(0.1, MAX_SERVE_INTERVAL_S),
+        default=serve.SWEEP_INTERVAL_S,
+        help=f"seconds between sweeps and backstop passes, from 0.1 to {MAX_SERVE_INTERVAL_S:g}"
+        f" (default {serve.SWEEP_INTERVAL_S:g})",
+    )
     p.set_defaults(func=cmd_serve)
 
     p = command("token", "print a token for the local API (FAIRQUEUE_API_SECRET)")
     p.add_argument("--tenant", required=True, help="the tenant the token acts for")
     p.add_argument("--lane", required=True, help="the caller's lane")
-    p.add_argument("--ttl", type=int, default=api.DEFAULT_TOKEN_TTL_S, help="seconds it is valid")
+    p.add_argument(
+        "--ttl",
+        type=whole_number_argument(1, MAX_TOKEN_TTL_S),
+        default=api.DEFAULT_TOKEN_TTL_S,
+        help=f"seconds it is valid, from 1 to {MAX_TOKEN_TTL_S:,} (default"
+        f" {api.DEFAULT_TOKEN_TTL_S})",
+    )
     p.set_defaults(func=cmd_token)
 
     command("status", "backlog, stuck and failed per type").set_defaults(func=cmd_status)
 
     p = command("runs", "the last runs, newest first")
-    p.add_argument("--limit", type=count_argument, default=20, help="how many (default 20)")
+    p.add_argument(
+        "--limit",
+        type=count_argument,
+        default=20,
+        help=f"how many, from 1 to {MAX_LISTED:,} (default 20)",
+    )
     p.set_defaults(func=cmd_runs)
 
     command("plans", "the plans and how they rank").set_defaults(func=cmd_plans)
-    jobs.add_commands(command, database, stages_help)
+    jobs.add_commands(command, database)
     top.add_commands(command)
     credits.add_commands(command, database)
     groups.add_commands(command, database)
     return parser
+
+
+# The bounds of the numbers only the command line takes (the others are the library's own).
+MAX_SEED = 2**32 - 1
+MAX_SERVE_INTERVAL_S = 86_400.0
+MAX_TOKEN_TTL_S = 30 * 86_400
+
+
+def package_version() -> str:
+    """The installed package's version; a copy not installed as a package (a Lambda layer's)
+    has none to tell."""
+    try:
+        return metadata.version("fairqueue")
+    except metadata.PackageNotFoundError:
+        return "(version unknown: not installed as a package)"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -225,7 +299,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.flush()  # a reader gone shows here, where it is caught, not at exit
         return status
     except FairqueueError as exc:
-        print(f"fairqueue: {exc}", file=sys.stderr)
+        print(f"fairqueue: {visible(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import unicodedata
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -13,6 +14,7 @@ from typing import Any
 
 from ..db import Connection, connect, resolve_dsn
 from ..errors import InvalidPayload
+from ..job_info import MAX_LISTED
 from ..migrate import require_migrated
 from ..results import ResultSettings
 from ..runs import RunRow
@@ -44,6 +46,32 @@ def app_connection(args: argparse.Namespace, *, autocommit: bool = False) -> Ite
         yield conn
 
 
+# Characters a terminal acts on or hides (escapes, bells, bidi overrides, zero widths).
+_UNSEEN_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
+
+
+def visible(text: str, *, keep_newlines: bool = False) -> str:
+    """Text a client chose (a group id, a type, an error it raised), made safe to print: each
+    character a terminal would act on or hide is written as its escape (``\\x1b``,
+    ``\\u202e``), so that a label can neither clear the screen nor pass for another.
+    ``keep_newlines``: a multi-line text (a traceback) keeps its lines. Every value the CLI
+    shows goes through here; ``fairqueue top`` then shows it as plain text, never as markup."""
+    if text.isprintable():
+        return text
+    return "".join(_seen(c, keep_newlines) for c in text)
+
+
+def _seen(char: str, keep_newlines: bool) -> str:
+    if char == " " or (keep_newlines and char == "\n"):
+        return char
+    if unicodedata.category(char) not in _UNSEEN_CATEGORIES:
+        return char
+    code = ord(char)
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
 def read_payload(text: str) -> Any:
     """A JSON document given as itself, as ``@path`` (a file's content) or as ``-`` (stdin), so
     that a payload larger than the command line allows can still be given."""
@@ -64,22 +92,51 @@ def read_payload(text: str) -> Any:
         raise InvalidPayload(f"{where} is not valid JSON: {exc}") from None
 
 
-def whole_number_argument(least: int) -> Callable[[str], int]:
-    """An argparse type: a whole number of at least ``least``."""
+def whole_number_argument(least: int, most: int) -> Callable[[str], int]:
+    """An argparse type: a whole number from ``least`` to ``most``, so that no value past what
+    the database or the library takes gets any further than the command line."""
 
     def parse(text: str) -> int:
         try:
             value = int(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-        if value < least:
-            raise argparse.ArgumentTypeError(f"must be at least {least}, got {value}")
+            raise argparse.ArgumentTypeError(f"{visible(text)!r} is not a whole number") from None
+        if not least <= value <= most:
+            raise argparse.ArgumentTypeError(
+                f"must be a whole number from {least:,} to {most:,}, got {_shown_number(text)}"
+            )
         return value
 
     return parse
 
 
-count_argument = whole_number_argument(1)
+def seconds_argument(least: float, most: float) -> Callable[[str], float]:
+    """An argparse type: a number of seconds from ``least`` to ``most`` (not inf, not nan)."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{visible(text)!r} is not a number of seconds"
+            ) from None
+        if not least <= value <= most:
+            raise argparse.ArgumentTypeError(
+                f"must be from {least:g} to {most:g} seconds, got {_shown_number(text)}"
+            )
+        return value
+
+    return parse
+
+
+def _shown_number(text: str) -> str:
+    """A refused number as typed, cut short: twenty thousand digits make no useful message."""
+    text = visible(text.strip())
+    return text if len(text) <= 24 else text[:21] + "..."
+
+
+# How many jobs or runs one listing prints at most: the library's own limit for jobs.
+count_argument = whole_number_argument(1, MAX_LISTED)
 
 
 def text_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
@@ -114,11 +171,12 @@ def print_run(run: RunRow, open_left: int | None = None) -> None:
     """One run's row; ``open_left``: the jobs still open in the queue once it closed."""
     seconds = (run.finished_at - run.started_at).total_seconds() if run.finished_at else 0.0
     print(
-        f"{run.started_at:%Y-%m-%d %H:%M:%S} {run.trigger:<9} {run.stop_reason or 'open':<16}"
+        f"{run.started_at:%Y-%m-%d %H:%M:%S} {visible(run.trigger):<9}"
+        f" {run.stop_reason or 'open':<16}"
         f" {run.jobs_done:>5} {run.jobs_failed:>6} {run.jobs_deferred:>8} {run.quota_units:>5}"
         f" {seconds:>6.1f}"
         + (f" {open_left:>6}" if open_left is not None else "")
-        + (f"  error: {run.error}" if run.error else "")
+        + (f"  error: {visible(run.error)}" if run.error else "")
     )
 
 
@@ -128,7 +186,7 @@ def print_status(conn: Connection) -> None:
     print("{:<12} {:>6} {:>7} {:>9} {:>7} {:>5} {:>6} {:>6}".format(*header))
     for r in rows:
         print(
-            f"{r.type:<12} {r.queued:>6} {r.backlog:>7} {r.scheduled:>9} {r.running:>7}"
+            f"{visible(r.type):<12} {r.queued:>6} {r.backlog:>7} {r.scheduled:>9} {r.running:>7}"
             f" {r.stuck:>5} {r.failed:>6} {r.done:>6}"
         )
     missing = missing_results(conn, grace_s=ResultSettings.from_env().grace_s)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-from ..lanes import add_credits, balance
-from .common import app_connection, count_argument
+from ..lanes import MAX_BALANCE, add_credits, balance
+from .common import app_connection, whole_number_argument
 
 
 def add_commands(
@@ -16,12 +16,16 @@ def add_commands(
     verbs = credits.add_subparsers(dest="credits_command", required=True)
     what = "the tenant's balance"
     p = verbs.add_parser("balance", parents=[database], help=what, description=what)
-    p.add_argument("tenant")
+    p.add_argument("tenant", help="the tenant's id")
     p.set_defaults(func=cmd_balance)
     what = "add credits to the tenant's balance (a grant in its ledger)"
     p = verbs.add_parser("grant", parents=[database], help=what, description=what)
-    p.add_argument("tenant")
-    p.add_argument("amount", type=count_argument)
+    p.add_argument("tenant", help="the tenant's id")
+    p.add_argument(
+        "amount",
+        type=whole_number_argument(1, MAX_BALANCE),
+        help=f"whole credits, from 1 to {MAX_BALANCE:,}",
+    )
     p.add_argument("--note", help="kept in the ledger beside the grant")
     p.set_defaults(func=cmd_grant)
 

@@ -23,7 +23,7 @@ from ..roles.stopping import stop_on_signals
 from ..runs import get_run
 from ..settings import DEFAULT_STAGES, settings
 from ..status import open_jobs
-from .common import print_run, print_run_header, print_status, resolve_database
+from .common import print_run, print_run_header, print_status, resolve_database, visible
 
 # The demo waits this long for a client before its backstop sweep rescues a result.
 DEMO_RESULT_GRACE_S = 2.0
@@ -48,8 +48,16 @@ def cmd_run(args: argparse.Namespace) -> int:
         # Autocommit: each tenant's jobs are written in a transaction clamped to that tenant.
         with connect(dsn, autocommit=True, as_app_role=True) as conn:
             seeded = seed_workload(conn, seed=args.seed)
+            waiting = 0 if seeded else open_jobs(conn)
         if seeded:
             print(f"enqueued the example workload: {seeded} documents (seed {args.seed})")
+        else:
+            # seed_workload seeds an empty queue only: it never piles a second workload on one.
+            print(
+                f"did not enqueue the example workload: the queue holds {waiting} open job(s)"
+                " from earlier; this run drains them, and the tables at the end count only what"
+                " it did (seeding starts again once the queue is empty)"
+            )
     handler = lambda_loop.load_handler(args.handler)
     _stop_on_signals()
     try:
@@ -152,6 +160,7 @@ def print_lanes(conn: Connection, since: datetime | None = None) -> None:
     )
     for row in sorted(rows, key=lambda r: (r["started_at"] or r["created_at"], r["id"])):
         print(
-            f"{row['lane']:<8} {row['payload']['doc']:<20} {offset(row['created_at']):>10}"
+            f"{visible(row['lane']):<8} {visible(str(row['payload'].get('doc'))):<20}"
+            f" {offset(row['created_at']):>10}"
             f" {offset(row['started_at']):>10} {offset(row['finished_at']):>10}  {row['status']}"
         )

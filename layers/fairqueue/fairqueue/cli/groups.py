@@ -8,13 +8,14 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 from ..groups import pause_group, resume_group
-from ..quotas import QuotaState, define_quota, list_quotas, read_quota
-from .common import app_connection, count_argument, text_table, whole_number_argument
+from ..quotas import MAX_PERIOD, MAX_UNITS, QuotaState, define_quota, list_quotas, read_quota
+from .common import app_connection, text_table, visible, whole_number_argument
 
 QUOTA_COLUMNS = ("name", "capacity", "remaining", "reserve", "resets_at", "state")
 NO_QUOTAS = "no quotas defined (define_quota in Python, or: fairqueue quotas define NAME ...)"
 STATES = {None: "ok", "quota_reserve": "at reserve", "quota_exhausted": "exhausted"}
-units_argument = whole_number_argument(0)
+units_argument = whole_number_argument(0, MAX_UNITS)
+period_argument = whole_number_argument(1, int(MAX_PERIOD.total_seconds()))
 
 
 def add_commands(
@@ -26,9 +27,21 @@ def add_commands(
         ("pause", cmd_pause, "pause a group: its jobs stay pending, unclaimed"),
         ("resume", cmd_resume, "resume a group: its jobs are claimed again"),
     ):
-        p = verbs.add_parser(verb, parents=[database], help=what, description=what)
-        p.add_argument("group", help="the group's id")
+        p = verbs.add_parser(
+            verb,
+            parents=[database],
+            help=what,
+            description=what + "; a group that no job has ever had is refused (a typo pauses"
+            " nothing)" + (", unless --create is given" if verb == "pause" else ""),
+        )
+        p.add_argument("group", help="the group's id (as enqueue's --group gave it)")
         p.add_argument("--tenant", help="the tenant the group is of (default: no tenant)")
+        if verb == "pause":
+            p.add_argument(
+                "--create",
+                action="store_true",
+                help="pause the group even though no job has had it yet: its first jobs wait",
+            )
         p.set_defaults(func=func)
 
     quotas = command("quotas", "the quotas: list them (the default) or define one")
@@ -39,14 +52,25 @@ def add_commands(
     p.set_defaults(func=cmd_quotas_list)
     what = "create a quota full, or change one's capacity, reserve and period (remaining is kept)"
     p = verbs.add_parser("define", parents=[database], help=what, description=what)
-    p.add_argument("name")
-    p.add_argument("--capacity", type=units_argument, required=True, help="units per period")
-    p.add_argument("--period", type=count_argument, required=True, help="seconds between resets")
+    p.add_argument("name", help="the quota's name, as the stages that spend it give it")
+    p.add_argument(
+        "--capacity",
+        type=units_argument,
+        required=True,
+        help=f"units per period, from 0 to {MAX_UNITS:,}",
+    )
+    p.add_argument(
+        "--period",
+        type=period_argument,
+        required=True,
+        help=f"whole seconds between resets, from 1 to {int(MAX_PERIOD.total_seconds()):,}"
+        f" ({MAX_PERIOD.days} days)",
+    )
     p.add_argument(
         "--reserve",
         type=units_argument,
         default=0,
-        help="units spending leaves untouched (default 0)",
+        help="units spending leaves untouched, at most the capacity (default 0)",
     )
     p.set_defaults(func=cmd_quotas_define)
 
@@ -60,15 +84,15 @@ def _group(group_id: str, tenant_id: str | None) -> str:
 def cmd_pause(args: argparse.Namespace) -> int:
     # Autocommit: pause_group clamps a transaction of its own to the tenant and commits it.
     with app_connection(args, autocommit=True) as conn:
-        pause_group(conn, args.group, tenant_id=args.tenant)
+        pause_group(conn, args.group, tenant_id=args.tenant, create=args.create)
     print("paused " + _group(args.group, args.tenant))
     return 0
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
-    # A group never paused is resumed all the same: its row says active, as no row does.
+    # A known group never paused is resumed all the same: its row says active, as no row does.
     with app_connection(args, autocommit=True) as conn:
-        resume_group(conn, args.group, tenant_id=args.tenant)
+        resume_group(conn, args.group, tenant_id=args.tenant, create=False)
     print("resumed " + _group(args.group, args.tenant))
     return 0
 
@@ -78,7 +102,14 @@ def _time(value: datetime) -> str:
 
 
 def _row(q: QuotaState) -> tuple[str, int, int, int, str, str]:
-    return (q.name, q.capacity, q.remaining, q.reserve, _time(q.resets_at), STATES[q.stop_reason()])
+    return (
+        visible(q.name),
+        q.capacity,
+        q.remaining,
+        q.reserve,
+        _time(q.resets_at),
+        STATES[q.stop_reason()],
+    )
 
 
 def cmd_quotas_list(args: argparse.Namespace) -> int:

@@ -13,13 +13,14 @@ from uuid import UUID
 from ..cancelling import cancel_job
 from ..db import Connection
 from ..errors import FairqueueError, InvalidPayload
-from ..job_info import STATUSES, JobInfo, find_jobs, get_job
+from ..job_info import MAX_LISTED, STATUSES, JobInfo, find_jobs, get_job
 from ..results import read_result
 from ..retrying import retry_job
 from ..roles import function
+from ..settings import settings
 from ..stage import Stage
 from ..waiting import Waiting, why_waiting
-from .common import app_connection, count_argument, text_table
+from .common import app_connection, count_argument, text_table, visible
 
 SHOWN_CHARS = 400
 
@@ -27,7 +28,6 @@ SHOWN_CHARS = 400
 def add_commands(
     command: Callable[[str, str], argparse.ArgumentParser],
     database: argparse.ArgumentParser,
-    stages_help: str,
 ) -> None:
     jobs = command("jobs", "find jobs and look at one")
     verbs = jobs.add_subparsers(dest="jobs_command", required=True)
@@ -38,8 +38,12 @@ def add_commands(
         help="everything about one job and, if it has not run, why",
         description="everything about one job and, if it has not run, why",
     )
-    p.add_argument("id", type=job_id_argument, nargs="+")
-    p.add_argument("--stages", help=stages_help)
+    p.add_argument("id", type=job_id_argument, nargs="+", help="the job's id (a UUID)")
+    p.add_argument(
+        "--stages",
+        help="module:attribute of the stage list (default FAIRQUEUE_STAGES; with neither, it does"
+        " not say which stage applies)",
+    )
     p.set_defaults(func=cmd_show)
 
     p = verbs.add_parser(
@@ -49,7 +53,7 @@ def add_commands(
         description="cancel queued or pending jobs: each becomes cancelled, its lane starts its"
         " next job and its credits are refunded; running and finished jobs are refused",
     )
-    p.add_argument("id", type=job_id_argument, nargs="+")
+    p.add_argument("id", type=job_id_argument, nargs="+", help="the job's id (a UUID)")
     p.set_defaults(func=cmd_cancel)
 
     p = verbs.add_parser(
@@ -60,23 +64,29 @@ def add_commands(
         " by id, or with --failed every failed job that --type, --tenant and --group match (up to"
         " --limit)",
     )
-    p.add_argument("id", type=job_id_argument, nargs="*")
+    p.add_argument("id", type=job_id_argument, nargs="*", help="the job's id (a UUID)")
     p.add_argument("--failed", action="store_true", help="every failed job that matches")
-    p.add_argument("--type", dest="job_type")
-    p.add_argument("--tenant")
-    p.add_argument("--group")
-    p.add_argument("--limit", type=count_argument, default=100, help="how many (default 100)")
+    _filters(p)
+    p.add_argument("--limit", type=count_argument, default=100, help=_limit_help(100))
     p.set_defaults(func=cmd_retry)
 
     p = verbs.add_parser(
         "list", parents=[database], help="jobs newest first", description="jobs newest first"
     )
-    p.add_argument("--status", choices=STATUSES)
-    p.add_argument("--type", dest="job_type")
-    p.add_argument("--tenant")
-    p.add_argument("--group")
-    p.add_argument("--limit", type=count_argument, default=20, help="how many (default 20)")
+    p.add_argument("--status", choices=STATUSES, help="only jobs of this status")
+    _filters(p)
+    p.add_argument("--limit", type=count_argument, default=20, help=_limit_help(20))
     p.set_defaults(func=cmd_list)
+
+
+def _filters(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--type", dest="job_type", help="only jobs of this type")
+    p.add_argument("--tenant", help="only jobs of this tenant")
+    p.add_argument("--group", help="only jobs of this group (of any tenant, unless --tenant)")
+
+
+def _limit_help(default: int) -> str:
+    return f"how many at most, from 1 to {MAX_LISTED:,} (default {default})"
 
 
 def job_id_argument(text: str) -> UUID:
@@ -100,13 +110,13 @@ def cmd_list(args: argparse.Namespace) -> int:
     rows = [
         (
             str(j.id),
-            j.type,
+            visible(j.type),
             j.status,
-            j.tenant_id,
-            j.group_id,
+            None if j.tenant_id is None else visible(j.tenant_id),
+            None if j.group_id is None else visible(j.group_id),
             f"{j.attempts}/{j.max_attempts}",
             _time(j.created_at),
-            None if j.last_error is None else _short(j.last_error.splitlines()[-1], 60),
+            None if j.last_error is None else _short(_last_line(j.last_error), 60),
         )
         for j in jobs
     ]
@@ -177,41 +187,51 @@ def _each_job(
         try:
             print(act(conn, get_job(conn, job) if isinstance(job, UUID) else job))
         except FairqueueError as exc:
-            print(f"fairqueue: {exc}", file=sys.stderr)
+            print(f"fairqueue: {visible(str(exc))}", file=sys.stderr)
             refused += 1
     return 2 if refused else 0
 
 
 def _stages(spec: str | None) -> dict[str, Stage] | None:
-    """The stage list by type, or None (said on stderr) when it cannot be loaded: then the
-    explanation leaves out what only the stages know (quotas, which stage handles a type)."""
+    """The stage list by type, or None when none was given (--stages, FAIRQUEUE_STAGES) or it
+    cannot be loaded (said on stderr): then the explanation leaves out what only the stages
+    know (quotas, which stage handles a type). The example's stages are never assumed: against
+    them a job of the caller's own type would read as one nothing claims."""
+    if spec is None and "stages" not in settings().model_fields_set:
+        return None
     try:
         return {s.name: s for s in function.load_stages(spec)}
     except FairqueueError as exc:
-        print(f"fairqueue: without the stage list ({exc}), quotas are not checked", file=sys.stderr)
+        print(
+            f"fairqueue: without the stage list ({visible(str(exc))}), quotas are not checked",
+            file=sys.stderr,
+        )
         return None
 
 
 def _print_job(conn: Connection, job: JobInfo) -> None:
     fields: list[tuple[str, Any]] = [
         ("job", job.id),
-        ("type", job.type),
+        ("type", visible(job.type)),
         ("status", job.status),
         ("attempts", f"{job.attempts} of {job.max_attempts}"),
-        ("tenant", job.tenant_id or "(none)"),
-        ("group", job.group_id or "(default)"),
-        ("lane", job.lane),
-        ("dedupe key", job.dedupe_key),
+        ("tenant", _label(job.tenant_id, "(none)")),
+        ("group", _label(job.group_id, "(default)")),
+        ("lane", _label(job.lane, None)),
+        ("dedupe key", _label(job.dedupe_key, None)),
         ("re-check of", job.delta_of),
         ("credits", job.credit_cost or None),
-        ("upstream id", job.upstream_id),
+        ("upstream id", _label(job.upstream_id, None)),
         ("created", _time(job.created_at)),
         ("due", _time(job.run_after)),
-        ("claimed", _time(job.locked_at) + (f" by {job.locked_by}" if job.locked_by else "")),
+        (
+            "claimed",
+            _time(job.locked_at) + (f" by {visible(job.locked_by)}" if job.locked_by else ""),
+        ),
         ("lease until", _time(job.lease_until)),
         ("finished", _time(job.finished_at)),
         ("run", job.run_id),
-        ("error", job.last_error),
+        ("error", _label(job.last_error, None, keep_newlines=True)),
         ("payload", _short(json.dumps(job.payload), SHOWN_CHARS)),
         ("output", None if job.output is None else _short(json.dumps(job.output), SHOWN_CHARS)),
     ]
@@ -220,7 +240,7 @@ def _print_job(conn: Connection, job: JobInfo) -> None:
         fields.append(
             (
                 "result",
-                f"saved by {result.saved_by or 'client'} at {_time(result.saved_at)}: "
+                f"saved by {visible(result.saved_by or 'client')} at {_time(result.saved_at)}: "
                 + _short(json.dumps(result.body), SHOWN_CHARS),
             )
         )
@@ -233,11 +253,14 @@ def _print_waiting(waiting: Waiting | None, job: JobInfo) -> None:
     if job.status not in ("queued", "pending"):
         return
     if waiting is None:
-        print("why waiting: unknown without the stage list (--stages or FAIRQUEUE_STAGES)")
+        print(
+            "why waiting: cannot tell which stage applies without the stage list"
+            " (--stages module:attribute or FAIRQUEUE_STAGES)"
+        )
         return
     print("why waiting:")
     for reason in waiting.reasons:
-        print(f"  - {reason}")
+        print(f"  - {visible(reason)}")
     if waiting.standing is None:
         return
     level = waiting.level
@@ -250,6 +273,15 @@ def _print_waiting(waiting: Waiting | None, job: JobInfo) -> None:
     ]
     table = text_table((level, "in line", "plan", "served (day)", "oldest due job"), rows)
     print("\n".join("  " + line for line in table.splitlines()))
+
+
+def _label(value: str | None, absent: str | None, *, keep_newlines: bool = False) -> str | None:
+    return absent if value is None else visible(value, keep_newlines=keep_newlines)
+
+
+def _last_line(text: str) -> str:
+    lines = text.splitlines()
+    return visible(lines[-1] if lines else text)
 
 
 def _time(value: datetime | None) -> str:

@@ -12,6 +12,7 @@ from types import ModuleType
 from typing import Any
 
 from ..errors import ConfigurationError
+from ..validation import shown_value
 
 LAMBDA_TIMEOUT_S = 300.0
 
@@ -67,7 +68,7 @@ def load_handler(spec: str) -> Handler:
     path_text, sep, attribute = spec.rpartition(":")
     if not sep or not path_text or not attribute:
         raise ConfigurationError(
-            f"--handler must look like functions/cron.py:handler, got {spec!r}"
+            f"--handler must look like functions/cron.py:handler, got {shown_value(spec)}"
         )
     path = Path(path_text)
     handler = getattr(load_module(path), attribute, None)

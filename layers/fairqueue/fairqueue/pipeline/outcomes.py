@@ -20,6 +20,7 @@ from ..errors import describe
 from ..runs import RunTally, StageTally
 from ..stage import Defer, Job, Stage
 from ..tenancy import clamp_callers_transaction, tenant_transaction, tenants_transaction
+from ..validation import problems
 from . import claim, give_ups
 from .connections import RunConnections
 from .executor import FollowUps, JobLost, ReleaseFailed
@@ -213,7 +214,7 @@ class Outcomes:
                 held = status is not None
                 outcome = "failed" if status == "failed" else "release_retried"
             elif isinstance(error, ValidationError):
-                reason = f"payload no longer fits the stage's model: {error}"
+                reason = f"payload no longer fits the stage's model: {problems(error)}"
                 held = claim.fail_now(conn, job.id, self.locked_by, reason, tenant_id=job.tenant_id)
                 outcome = "failed"
             else:

@@ -30,6 +30,7 @@ from ..errors import ConfigurationError
 from ..settings import DEFAULT_STAGES as DEFAULT_STAGES
 from ..settings import settings
 from ..stage import Stage
+from ..validation import problems
 
 # The package's own loggers: every module's logger is a child of this one.
 LIBRARY_LOGGER = "fairqueue"
@@ -66,7 +67,7 @@ class ScheduledEvent(BaseModel):
         try:
             return cls.model_validate(event)
         except ValidationError as exc:
-            raise ConfigurationError(f"the scheduled event is malformed: {exc}") from exc
+            raise ConfigurationError(f"the scheduled event is malformed: {problems(exc)}") from None
 
     @property
     def is_scheduled(self) -> bool:

@@ -26,6 +26,7 @@ from ..errors import ConfigurationError, InvalidDoorbell
 from ..pipeline import run_pipeline
 from ..settings import settings
 from ..stage import Stage
+from ..validation import shown_value
 from .backstop import Backstop
 from .sweeper import sweep
 from .worker import ring_all
@@ -42,7 +43,7 @@ POLL_S: Final = 1.0
 def roles_of(role: str) -> list[str]:
     if role not in ROLES:
         raise ConfigurationError(
-            f"--role (FAIRQUEUE_ROLE) must be one of {', '.join(ROLES)}; got {role!r}"
+            f"--role (FAIRQUEUE_ROLE) must be one of {', '.join(ROLES)}; got {shown_value(role)}"
         )
     if role == "api":
         api.api_secret()  # refuses to start without a usable secret
