@@ -218,7 +218,7 @@ _NOT_BECOME = (
     f"the database login bypasses row-level security and does not work as {APP_ROLE}: the"
     f" library asks for the role with the startup parameter options=-c role={APP_ROLE}, which a"
     f" transaction pooler refuses or drops. Log in as a member of {APP_ROLE} (docs/tenancy.md,"
-    " Roles)"
+    f" Roles), or, connecting directly, put options=-c role={APP_ROLE} in the database URL"
 )
 
 
