@@ -17,7 +17,7 @@ from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
 from fairqueue import ConfigurationError, Stage, connect, run_pipeline
-from fairqueue.db import Connection
+from fairqueue.db import Connection, work_as_app_role
 from fairqueue.dev import pooler as local_pooler
 
 NOTHING = Stage("login_role_noop", handler=lambda job: None)
@@ -38,6 +38,18 @@ def test_a_superuser_login_works_as_the_app_role_from_the_sessions_start(admin_d
         # A handler's RESET ROLE returns to the session's own role, not to the login.
         conn.execute("reset role")
         assert who(conn) == ("postgres", "fairqueue_app", "fairqueue_app")
+
+
+@pytest.mark.timeout(30)
+def test_a_superuser_connection_that_did_not_get_the_role_is_refused_and_left_unset(
+    admin_dsn: str,
+) -> None:
+    # What a pooler that drops the startup parameter hands over, and what the API's pool opens
+    # from a superuser's URL: the check refuses it rather than switch its session.
+    with connect(admin_dsn, autocommit=True) as conn:
+        with pytest.raises(ConfigurationError, match="does not work as fairqueue_app"):
+            work_as_app_role(conn)
+        assert who(conn) == ("postgres", "postgres", "none")
 
 
 @pytest.fixture

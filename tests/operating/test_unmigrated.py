@@ -12,6 +12,7 @@ import psycopg
 import pytest
 
 from fairqueue import NewJob, SchemaNotMigrated, Stage, connect, enqueue, enqueue_many, run_pipeline
+from fairqueue.cli import main
 from fairqueue.doorbells import Doorbell
 from fairqueue.lanes import admit
 from fairqueue.roles.worker import ring_all
@@ -48,3 +49,13 @@ def test_every_entry_point_says_migrate(unmigrated_dsn: str) -> None:
 def test_a_missing_table_of_someone_elses_is_left_as_it_is(dsn: str) -> None:
     with connect(dsn) as conn, pytest.raises(psycopg.errors.UndefinedTable):
         conn.execute("select * from public.no_such_table")
+
+
+@pytest.mark.timeout(60)
+def test_serve_refuses_to_start_with_what_to_run(
+    unmigrated_dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["--database-url", unmigrated_dsn, "serve", "--role", "sweeper"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("fairqueue: ")
+    assert "run `fairqueue migrate`" in err
