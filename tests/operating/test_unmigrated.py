@@ -13,6 +13,7 @@ import pytest
 
 from fairqueue import NewJob, SchemaNotMigrated, Stage, connect, enqueue, enqueue_many, run_pipeline
 from fairqueue.cli import main
+from fairqueue.db import Connection
 from fairqueue.doorbells import Doorbell
 from fairqueue.lanes import admit
 from fairqueue.roles.worker import ring_all
@@ -59,3 +60,13 @@ def test_serve_refuses_to_start_with_what_to_run(
     err = capsys.readouterr().err
     assert err.startswith("fairqueue: ")
     assert "run `fairqueue migrate`" in err
+
+
+@pytest.mark.timeout(60)
+def test_a_schema_missing_what_a_later_migration_made_says_migrate(
+    dsn: str, conn: Connection
+) -> None:
+    # As a database an older release migrated lacks a table this release's statements name.
+    conn.execute("alter table fairqueue.runs rename to runs_of_another_release")
+    with pytest.raises(SchemaNotMigrated, match=r'relation "fairqueue\.runs" does not exist'):
+        run_pipeline(dsn, [UNMIGRATED])

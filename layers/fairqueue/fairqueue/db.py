@@ -78,7 +78,9 @@ def schema_not_migrated(exc: psycopg.Error) -> SchemaNotMigrated | None:
     """SchemaNotMigrated naming `fairqueue migrate` for an error about one of fairqueue's own
     objects; None for anything else (a handler's own missing table)."""
     problem = exc.diag.message_primary or ""
-    if "fairqueue" not in problem:
+    # The schema by its name, or an object qualified by it, as the library's statements write
+    # every name: not a handler's own table that merely starts with the word.
+    if '"fairqueue"' not in problem and "fairqueue." not in problem:
         return None
     return SchemaNotMigrated(
         f"the database lacks part of fairqueue's schema ({problem}): run `fairqueue migrate`"
