@@ -150,6 +150,16 @@ def dsn(admin_dsn: str, pooler: tuple[str, int] | None, monkeypatch: pytest.Monk
     return local_pooler.pooled_dsn(admin_dsn, *pooler)
 
 
+@pytest.fixture
+def production_dsn(admin_dsn: str, server_dsn: str) -> str:
+    """The test's database as a production deployment logs in: a member of fairqueue_app that
+    bypasses nothing (``FAIRQUEUE_ENV=production`` refuses a superuser login, whatever role it
+    then works as). Direct, and the pooled run's login."""
+    with one_process_at_a_time(server_dsn):
+        local_pooler.create_login(server_dsn)
+    return make_conninfo(admin_dsn, user=local_pooler.POOLED_LOGIN, password="")
+
+
 def as_app_role(dsn: str) -> str:
     return make_conninfo(dsn, options="-c role=fairqueue_app")
 

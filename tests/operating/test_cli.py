@@ -389,12 +389,12 @@ def test_runs_limit_must_be_a_count(
 
 
 def test_production_help_and_status_need_no_example_stages(
-    dsn: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    production_dsn: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # Production without FAIRQUEUE_UPSTREAM_URL: the example is never loaded, so nothing fails.
     monkeypatch.setenv("FAIRQUEUE_ENV", "production")
     monkeypatch.delenv("FAIRQUEUE_UPSTREAM_URL", raising=False)
-    monkeypatch.setenv("DATABASE_URL", dsn)
+    monkeypatch.setenv("DATABASE_URL", production_dsn)
     with pytest.raises(SystemExit) as exited:
         main(["--help"])
     assert exited.value.code == 0

@@ -111,7 +111,7 @@ def test_a_second_ctrl_c_aborts_at_once_closing_the_row_and_giving_back_the_unst
 
 @pytest.mark.timeout(60)
 def test_production_with_the_users_stages_never_loads_the_example(
-    dsn: str, conn: Connection
+    production_dsn: str, conn: Connection
 ) -> None:
     # The example's stand-in upstream refuses production at import: were the example loaded,
     # each command would fail.
@@ -119,7 +119,7 @@ def test_production_with_the_users_stages_never_loads_the_example(
         **os.environ,
         "PYTHONPATH": str(TESTS),
         "FAIRQUEUE_ENV": "production",
-        "DATABASE_URL": dsn,
+        "DATABASE_URL": production_dsn,
         "FAIRQUEUE_STAGES": "support.serve_stages:RUN_STAGES",
     }
     env.pop("FAIRQUEUE_UPSTREAM_URL", None)

@@ -242,8 +242,9 @@ def test_the_development_upstream_without_a_database_says_so(
 
 @pytest.mark.timeout(30)
 def test_the_development_upstream_is_refused_in_production(
-    dsn: str, monkeypatch: pytest.MonkeyPatch
+    production_dsn: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    dsn = production_dsn
     monkeypatch.setenv("FAIRQUEUE_ENV", "production")
     with pytest.raises(ConfigurationError, match="refused when FAIRQUEUE_ENV=production"):
         DatabaseUpstream(dsn=dsn)

@@ -13,8 +13,8 @@ from support.deployment import Deployment
 
 
 @pytest.fixture
-def deployment(dsn: str, moto_server_url: str, tmp_path: Path) -> Iterator[Deployment]:
+def deployment(production_dsn: str, moto_server_url: str, tmp_path: Path) -> Iterator[Deployment]:
     deployed_stages.reset()
-    stood_up = Deployment(dsn, moto_server_url, tmp_path)
+    stood_up = Deployment(production_dsn, moto_server_url, tmp_path)
     yield stood_up
     stood_up.close()

@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import Any, Final
 
 import psycopg
-from psycopg.conninfo import conninfo_to_dict
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.pq import TransactionStatus
 from psycopg.rows import dict_row
 
-from .errors import ConfigurationError, DatabaseUnavailable
+from .errors import ConfigurationError, DatabaseUnavailable, SchemaNotMigrated
 from .queries import query
 from .settings import settings
 
@@ -26,7 +26,8 @@ log = logging.getLogger("fairqueue.db")
 
 
 class FairqueueConnection(psycopg.Connection[dict[str, Any]]):
-    """A psycopg connection that runs callbacks once its transaction commits.
+    """A psycopg connection that runs callbacks once its transaction commits, and says
+    SchemaNotMigrated when a statement fails for want of fairqueue's schema.
 
     ``enqueue`` uses it to ring a doorbell only after the job's row is committed; a rollback
     drops the callbacks with the rows they were for.
@@ -35,6 +36,17 @@ class FairqueueConnection(psycopg.Connection[dict[str, Any]]):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.after_commit: list[Callable[[], None]] = []
+
+    def execute(self, *args: Any, **kwargs: Any) -> psycopg.Cursor[dict[str, Any]]:
+        # Every entry point (enqueue, admit, a run, the worker, the API) reaches the database
+        # here; a schema found missing costs nothing until a statement fails on it.
+        try:
+            return super().execute(*args, **kwargs)
+        except _MISSING_SCHEMA as exc:
+            missing = schema_not_migrated(exc)
+            if missing is None:
+                raise
+            raise missing from None
 
     def commit(self) -> None:
         super().commit()
@@ -49,6 +61,31 @@ class FairqueueConnection(psycopg.Connection[dict[str, Any]]):
     def rollback(self) -> None:
         self.after_commit.clear()
         super().rollback()
+
+
+# What a statement meets on a database without fairqueue's schema, or with an older one: no
+# schema, no table, no function, no column, no type.
+_MISSING_SCHEMA: Final = (
+    psycopg.errors.InvalidSchemaName,
+    psycopg.errors.UndefinedTable,
+    psycopg.errors.UndefinedFunction,
+    psycopg.errors.UndefinedColumn,
+    psycopg.errors.UndefinedObject,
+)
+
+
+def schema_not_migrated(exc: psycopg.Error) -> SchemaNotMigrated | None:
+    """SchemaNotMigrated naming `fairqueue migrate` for an error about one of fairqueue's own
+    objects; None for anything else (a handler's own missing table)."""
+    problem = exc.diag.message_primary or ""
+    # The schema by its name, or an object qualified by it, as the library's statements write
+    # every name: not a handler's own table that merely starts with the word.
+    if '"fairqueue"' not in problem and "fairqueue." not in problem:
+        return None
+    return SchemaNotMigrated(
+        f"the database lacks part of fairqueue's schema ({problem}): run `fairqueue migrate`"
+        " against it first, as a role that may create the schema"
+    )
 
 
 def after_commit(conn: Connection, callback: Callable[[], None]) -> bool:
@@ -134,31 +171,57 @@ def connect(
     Used as ``with connect(dsn) as conn:``, the block is one transaction that commits on exit,
     so ``enqueue`` commits together with the caller's own writes.
 
-    With ``as_app_role`` (every connection the library opens for itself), a login that
-    row-level security does not hold works as ``fairqueue_app`` when it may become it; see
-    :func:`work_as_app_role`.
+    With ``as_app_role`` (every connection the library opens for itself), the login is checked
+    (:func:`work_as_app_role`), and outside production a login that row-level security does not
+    hold but that may become ``fairqueue_app`` is connected again as it, with the startup
+    parameter ``options=-c role=fairqueue_app``: the role is then the backend session's from
+    its start, which no one else shares, and nothing is ``SET`` that a pooler could hand to
+    another client (docs/design/tenancy.md).
 
-    ``pooled``: whether the connection goes through a transaction pooler, where a session keeps
-    nothing (see :func:`work_as_app_role`); by default, whether ``FAIRQUEUE_POOLER`` is
-    ``transaction``.
+    ``pooled``: whether the connection goes through a transaction pooler, where a bypassing
+    login is refused; by default, whether ``FAIRQUEUE_POOLER`` is ``transaction``.
     """
     target = resolve_dsn(dsn)
+    conn = _open(target, autocommit)
+    if not as_app_role:
+        return conn
     through_pooler = is_pooled() if pooled is None else pooled
     try:
-        conn = FairqueueConnection.connect(target, autocommit=autocommit, **connection_options())
-    except psycopg.OperationalError as exc:
-        raise DatabaseUnavailable(f"cannot reach the database: {_first_line(exc)}") from exc
-    if as_app_role:
-        try:
-            work_as_app_role(conn, pooled=through_pooler)
-            if not autocommit:
-                # The check's own transaction ends here, so the caller's block starts clean
-                # and a later rollback cannot undo the role.
-                conn.commit()
-        except BaseException:
+        login = _login(conn)
+        if _should_become_app_role(login, pooled=through_pooler):
             conn.close()
-            raise
+            conn = _open(_as_app_role(target), autocommit, refused=_NOT_BECOME)
+            login = _login(conn)
+        _check_login(login, pooled=through_pooler)
+    except BaseException:
+        conn.close()
+        raise
     return conn
+
+
+def _open(target: str, autocommit: bool, *, refused: str = "") -> FairqueueConnection:
+    try:
+        return FairqueueConnection.connect(target, autocommit=autocommit, **connection_options())
+    except psycopg.OperationalError as exc:
+        if refused:
+            # The same server took the login a moment ago: what refuses it now is the startup
+            # parameter (a pooler that does not pass it on).
+            raise ConfigurationError(f"{refused} ({_first_line(exc)})") from None
+        raise DatabaseUnavailable(f"cannot reach the database: {_first_line(exc)}") from exc
+
+
+def _as_app_role(target: str) -> str:
+    """``target`` with the application role as a startup parameter, beside its own options."""
+    own = str(conninfo_to_dict(target).get("options") or "")
+    return make_conninfo(target, options=f"{own} -c role={APP_ROLE}".strip())
+
+
+_NOT_BECOME = (
+    f"the database login bypasses row-level security and does not work as {APP_ROLE}: the"
+    f" library asks for the role with the startup parameter options=-c role={APP_ROLE}, which a"
+    f" transaction pooler refuses or drops. Log in as a member of {APP_ROLE} (docs/tenancy.md,"
+    f" Roles), or, connecting directly, put options=-c role={APP_ROLE} in the database URL"
+)
 
 
 def is_pooled() -> bool:
@@ -176,19 +239,57 @@ def connection_options() -> dict[str, Any]:
     return {"row_factory": dict_row, "prepare_threshold": None}
 
 
-def work_as_app_role(conn: Connection, *, pooled: bool = False) -> None:
-    """Make a login that bypasses row-level security (a superuser, a ``BYPASSRLS`` role) work
-    as ``fairqueue_app`` for the rest of the session, when it may become it, so the policies
-    hold for the library's own statements whatever the login. A login the policies already
-    hold is left as it is: nothing is set, and a transaction pooler sees no session state.
-
-    A bypassing login that cannot become the application role is refused under
-    ``FAIRQUEUE_ENV=production`` (the tenant predicates of the library's statements would be
-    the only wall); elsewhere it is a warning. Through a transaction pooler (``pooled``) a
-    bypassing login is refused: ``SET ROLE`` would hold for one backend, not for the session.
-    """
+def _login(conn: Connection) -> dict[str, Any] | None:
+    """The ``login_role`` row of a connection the library just opened; its transaction, if the
+    query began one, is ended, so that the caller's block starts clean."""
     row = conn.execute(query("login_role"), {"role": APP_ROLE}).fetchone()
-    if row is None or not row["bypasses_rls"] or row["is_app_role"]:
+    if not conn.autocommit:
+        conn.rollback()
+    return row
+
+
+def _should_become_app_role(login: dict[str, Any] | None, *, pooled: bool) -> bool:
+    """Whether ``connect`` should connect again as the application role: outside production and
+    a declared pooler, for a login that bypasses row-level security, may become the role, and
+    does not work as it already."""
+    if settings().production or pooled or login is None:
+        return False
+    return bool(login["bypasses_rls"] and login["can_become"] and not login["is_app_role"])
+
+
+def work_as_app_role(conn: Connection, *, pooled: bool = False) -> None:
+    """Check that a connection the library opened works as ``fairqueue_app``, or as a login the
+    row-level security policies hold; it sets nothing on the session (``connect`` asks for the
+    role when it opens the connection).
+
+    Refused with ConfigurationError: under ``FAIRQUEUE_ENV=production``, a login that bypasses
+    row-level security (a superuser, a ``BYPASSRLS`` role), whatever role it works as, since
+    code on the connection could ``SET ROLE`` back to it; a connection still working as such a
+    login that may become the role (a transaction pooler dropped the startup parameter, or the
+    connection was opened without it). A bypassing login that cannot become the role is a
+    warning outside production.
+    """
+    _check_login(_login(conn), pooled=pooled)
+
+
+def _check_login(row: dict[str, Any] | None, *, pooled: bool) -> None:
+    if row is None:
+        return  # no application role yet: a database never migrated
+    cannot_become = (
+        f"the database login {row['login']!r} bypasses row-level security and cannot become "
+        f"{APP_ROLE}: log in as a member of {APP_ROLE} (docs/tenancy.md, Roles)"
+    )
+    if settings().production and row["login_bypasses_rls"]:
+        raise ConfigurationError(
+            cannot_become
+            if not row["can_become"]
+            else f"the database login {row['login']!r} bypasses row-level security, which"
+            " FAIRQUEUE_ENV=production refuses whatever role it then works as: log in as a"
+            f" member of {APP_ROLE} without superuser or BYPASSRLS, for example"
+            f" `create role fairqueue_worker login password '...' in role {APP_ROLE}`"
+            " (docs/tenancy.md, Roles)"
+        )
+    if not row["bypasses_rls"] or row["is_app_role"]:
         return
     if pooled:
         raise ConfigurationError(
@@ -198,15 +299,10 @@ def work_as_app_role(conn: Connection, *, pooled: bool = False) -> None:
             " Roles)"
         )
     if row["can_become"]:
-        conn.execute(query("become_app_role"))
-        return
-    problem = (
-        f"the database login {row['login']!r} bypasses row-level security and cannot become "
-        f"{APP_ROLE}: log in as a member of {APP_ROLE} (docs/tenancy.md, Roles)"
-    )
+        raise ConfigurationError(_NOT_BECOME)
     if settings().production:
-        raise ConfigurationError(problem)
-    log.warning("%s; tenants are kept apart by the library's own statements alone", problem)
+        raise ConfigurationError(cannot_become)
+    log.warning("%s; tenants are kept apart by the library's own statements alone", cannot_become)
 
 
 def _first_line(exc: BaseException) -> str:

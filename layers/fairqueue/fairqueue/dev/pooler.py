@@ -14,7 +14,7 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Final
@@ -75,9 +75,12 @@ def create_login(server_dsn: str) -> None:
 
 
 @contextmanager
-def pgbouncer(server_dsn: str, *, server_connections: int = 20) -> Iterator[tuple[str, int]]:
+def pgbouncer(
+    server_dsn: str, *, server_connections: int = 20, logins: Sequence[str] = (POOLED_LOGIN,)
+) -> Iterator[tuple[str, int]]:
     """A PgBouncer in transaction mode in front of the server, at most ``server_connections``
-    to each database; its host and port. Raises PoolerUnavailable when it cannot run here."""
+    to each database, letting in ``logins``; its host and port. Raises PoolerUnavailable when
+    it cannot run here."""
     reason = why_not(server_dsn)
     if reason is not None:
         raise PoolerUnavailable(reason)
@@ -86,7 +89,7 @@ def pgbouncer(server_dsn: str, *, server_connections: int = 20) -> Iterator[tupl
     with tempfile.TemporaryDirectory(prefix="fairqueue-pgbouncer-") as scratch:
         folder = Path(scratch)
         listen = free_port()
-        config = _config(server_dsn, folder, listen, server_connections)
+        config = _config(server_dsn, folder, listen, server_connections, logins)
         command = [program, str(config)]
         if os.geteuid() == 0:
             command[1:1] = ["--user", "nobody"]
@@ -111,12 +114,14 @@ def pooled_dsn(dsn: str, host: str, port: int) -> str:
     return make_conninfo(dsn, host=host, port=port, user=POOLED_LOGIN, password="")
 
 
-def _config(server_dsn: str, folder: Path, listen: int, server_connections: int) -> Path:
+def _config(
+    server_dsn: str, folder: Path, listen: int, server_connections: int, logins: Sequence[str]
+) -> Path:
     server = conninfo_to_dict(server_dsn)
     host = str(server.get("host") or "/var/run/postgresql")
     port = int(server.get("port") or 5432)
     users = folder / "users.txt"
-    users.write_text(f'"{POOLED_LOGIN}" ""\n')
+    users.write_text("".join(f'"{login}" ""\n' for login in logins))
     config = folder / "pgbouncer.ini"
     settings = {
         "listen_addr": "127.0.0.1",
