@@ -149,6 +149,15 @@ def embedded_database() -> str:
 _PASSWORDS = re.compile(r"://[^:/@]*:([^@]*)@|password\s*=\s*('(?:[^'\\]|\\.)*'|\S+)")
 
 
+def release_embedded() -> None:
+    """Before an abort's ``os._exit``: give back this process's hold on the embedded Postgres, if
+    it joined one, so the server does not wait for the next command to notice the process has
+    gone."""
+    embedded = sys.modules.get("fairqueue.dev.embedded")
+    if embedded is not None:
+        embedded.release_servers()
+
+
 def _without_password(message: str, dsn: str) -> str:
     """libpq quotes the part of a connection string it could not read, which may be the
     password: the message with every password of `dsn` masked."""

@@ -13,7 +13,7 @@ from importlib import metadata
 from typing import NoReturn
 
 from .. import api
-from ..db import connect
+from ..db import connect, release_embedded
 from ..dev import lambda_loop
 from ..errors import FairqueueError
 from ..job_info import MAX_LISTED
@@ -101,6 +101,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         # left to their leases and its open run rows to the sweeper.
         print(f"fairqueue serve: {signal.Signals(signum).name}: aborted", file=sys.stderr)
         sys.stderr.flush()
+        release_embedded()
         os._exit(128 + signum)
 
     json_logs(f"fairqueue-serve-{role}")

@@ -11,7 +11,7 @@ import os
 import sys
 from datetime import datetime, timedelta
 
-from ..db import Connection, connect
+from ..db import Connection, connect, release_embedded
 from ..dev import lambda_loop
 from ..dev.example import STAGES, TENANTS, play_clients, seed_workload
 from ..lanes import lane_history
@@ -69,6 +69,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         print("aborted: the jobs whose handlers had started are left to their leases")
         sys.stdout.flush()
         sys.stderr.flush()
+        release_embedded()
         os._exit(130)
 
 

