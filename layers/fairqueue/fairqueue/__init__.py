@@ -3,6 +3,7 @@
 from .bulk import Enqueued, NewJob, enqueue_many
 from .db import connect
 from .errors import (
+    ArgumentOutOfBounds,
     ConfigurationError,
     DatabaseUnavailable,
     DuplicateJob,
@@ -16,6 +17,7 @@ from .errors import (
     PayloadTooLarge,
     SchemaNotMigrated,
     TenantMismatch,
+    UnknownGroup,
     UnknownJob,
     UnknownJobType,
     UnknownPlan,
@@ -33,6 +35,7 @@ from .stage import Defer, Job, Stage
 
 __all__ = [
     "PLANS",
+    "ArgumentOutOfBounds",
     "ConfigurationError",
     "DatabaseUnavailable",
     "Defer",
@@ -54,6 +57,7 @@ __all__ = [
     "SchemaNotMigrated",
     "Stage",
     "TenantMismatch",
+    "UnknownGroup",
     "UnknownJob",
     "UnknownJobType",
     "UnknownPlan",
