@@ -14,7 +14,9 @@ import pytest
 from pydantic import ValidationError
 
 from fairqueue.errors import ConfigurationError
+from fairqueue.roles.function import load_stages
 from fairqueue.settings import Settings, settings
+from support import serve_stages
 
 GUIDE = Path(__file__).resolve().parents[2] / "docs" / "guide" / "configuration.md"
 ROW = re.compile(r"^\|\s*`(?P<variable>[A-Z0-9_]+)`\s*\|\s*(?P<default>[^|]*?)\s*\|")
@@ -142,3 +144,19 @@ def test_secrets_are_not_shown() -> None:
     assert "hunter2" not in repr(config)
     assert config.upstream_token is not None
     assert config.upstream_token.get_secret_value() == "hunter2" * 5
+
+
+def test_production_without_a_stage_list_names_fairqueue_stages(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("FAIRQUEUE_STAGES", raising=False)
+    monkeypatch.setenv("FAIRQUEUE_ENV", "production")
+    with pytest.raises(
+        ConfigurationError, match=r"^FAIRQUEUE_ENV=production needs FAIRQUEUE_STAGES"
+    ):
+        load_stages()
+    monkeypatch.setenv("FAIRQUEUE_STAGES", "support.serve_stages:STAGES")
+    assert [stage.name for stage in load_stages()] == [stage.name for stage in serve_stages.STAGES]
+    monkeypatch.delenv("FAIRQUEUE_ENV")
+    monkeypatch.delenv("FAIRQUEUE_STAGES")
+    assert load_stages()  # outside production, the example

@@ -103,8 +103,16 @@ class ScheduledEvent(BaseModel):
 
 
 def load_stages(spec: str | None = None) -> list[Stage]:
-    """The stage list named ``module:attribute`` (``FAIRQUEUE_STAGES``, else the example)."""
-    target = spec or settings().stages
+    """The stage list named ``module:attribute`` (``FAIRQUEUE_STAGES``, else, outside
+    production, the example)."""
+    config = settings()
+    if spec is None and config.production and "stages" not in config.model_fields_set:
+        # The example's stages are development code; a production stack names its own.
+        raise ConfigurationError(
+            "FAIRQUEUE_ENV=production needs FAIRQUEUE_STAGES (module:attribute of your stage"
+            " list): the example's stages are for development"
+        )
+    target = spec or config.stages
     module_name, sep, attribute = target.partition(":")
     if not sep or not module_name or not attribute:
         raise ConfigurationError(
