@@ -1,6 +1,6 @@
 -- The backstop's record of results it could not save (fairqueue.result_save_failures), and its
 -- claim, which passes over a job whose retry time has not come and the jobs tried earlier in the
--- same pass. A failed save waits 1 minute before its next try, doubling up to 15 minutes.
+-- same pass. A failed save waits 1 minute before its next try, doubling up to 10 minutes.
 
 -- Locks (for the caller's transaction) done jobs of the given types whose result is missing,
 -- that nothing has touched for the grace window, that are not waiting out a failed save and
@@ -73,7 +73,7 @@ select j.id, j.tenant_id, now() + interval '1 minute', p_error
 on conflict (job_id) do update
    set failures = f.failures + 1,
        retry_at = now() + least(interval '1 minute' * power(2, least(f.failures, 10)),
-                                interval '15 minutes'),
+                                interval '10 minutes'),
        last_error = excluded.last_error
 returning f.failures, f.retry_at
 $$;
