@@ -1,6 +1,6 @@
 """The local API against hostile clients, on a server in a process of its own: request heads
-bounded in size (431) and in total time (408), so that neither huge heads nor heads trickled a
-line at a time starve the request threads or the memory."""
+bounded in size (431) and requests in total time (408), so that neither huge heads nor heads or
+bodies trickled a piece at a time starve the request threads or the memory."""
 
 from __future__ import annotations
 
@@ -21,7 +21,13 @@ from typing import Any
 import pytest
 
 from fairqueue import api
-from fairqueue.api.heads import HEAD_TIMEOUT_S, LINGER_S, MAX_HEAD_BYTES, head_end
+from fairqueue.api.heads import (
+    ARRIVAL_TIMEOUT_S,
+    LINGER_S,
+    MAX_HEAD_BYTES,
+    awaited_body,
+    head_end,
+)
 
 TESTS = Path(__file__).resolve().parents[1]
 SECRET = "hostile-secret-of-the-local-api-0123456789"
@@ -192,21 +198,31 @@ def read_answer_once(sock: socket.socket) -> bytes:
 
 
 @pytest.mark.timeout(120)
-def test_twelve_slow_heads_hold_no_request_thread_and_are_cut_off_in_total_time(
-    server: ServerProcess,
+@pytest.mark.parametrize("trickled", ["head", "body"])
+def test_twelve_slow_requests_hold_no_request_thread_and_are_cut_off_in_total_time(
+    server: ServerProcess, trickled: str
 ) -> None:
     slow_answers: dict[int, tuple[bytes, float]] = {}
+    token = api.mint_token(SECRET, tenant_id="acme", lane="mallory")
+    if trickled == "head":
+        start, piece = b"GET /jobs HTTP/1.1\r\n", "X-Slow-{n}: {line}\r\n"
+    else:
+        start = (
+            f"POST /jobs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n"
+            "Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"
+        ).encode()
+        piece = " "
 
     def trickle(n: int) -> None:
-        """A header line a second, until the server answers."""
+        """A piece a second, until the server answers."""
         with socket.create_connection(server.address, timeout=30) as sock:
             started = time.monotonic()
-            sock.sendall(b"GET /jobs HTTP/1.1\r\n")
+            sock.sendall(start)
             line = 0
             while not select.select([sock], [], [], 1.0)[0]:
                 line += 1
                 try:
-                    sock.sendall(f"X-Slow-{line}: {n}\r\n".encode())
+                    sock.sendall(piece.format(n=n, line=line).encode())
                 except OSError:
                     break
             slow_answers[n] = (read_answer(sock), time.monotonic() - started)
@@ -214,9 +230,9 @@ def test_twelve_slow_heads_hold_no_request_thread_and_are_cut_off_in_total_time(
     slow = [threading.Thread(target=trickle, args=(n,)) for n in range(12)]
     for thread in slow:
         thread.start()
-    time.sleep(0.5)  # every slow client has sent its first line
+    time.sleep(0.5)  # every slow client has sent its first piece
     ordinary: list[tuple[int, float]] = []
-    until = time.monotonic() + HEAD_TIMEOUT_S + 1
+    until = time.monotonic() + ARRIVAL_TIMEOUT_S + 1
     while time.monotonic() < until:
         ordinary.append(ordinary_request(server.address))
         time.sleep(0.5)
@@ -230,4 +246,14 @@ def test_twelve_slow_heads_hold_no_request_thread_and_are_cut_off_in_total_time(
     for answer, took in slow_answers.values():
         status, _, body = parsed(answer)
         assert (status, body["error"]["code"]) == (408, "request_timeout")
-        assert HEAD_TIMEOUT_S - 0.5 < took < HEAD_TIMEOUT_S + LINGER_S + 2.0
+        assert ARRIVAL_TIMEOUT_S - 0.5 < took < ARRIVAL_TIMEOUT_S + LINGER_S + 2.0
+
+
+def test_the_body_awaited_is_the_one_declared_within_the_limit() -> None:
+    head = b"POST /jobs HTTP/1.1\r\nHost: x\r\nContent-Length: 12\r\n\r\n"
+    assert awaited_body(head, 100) == 12
+    assert awaited_body(head.replace(b"Content-Length", b"content-LENGTH"), 100) == 12
+    assert awaited_body(head, 11) == 0  # over the limit: the API refuses it unread
+    assert awaited_body(head.replace(b"\r\n\r\n", b"\r\nContent-Length: 12\r\n\r\n"), 100) == 0
+    assert awaited_body(head.replace(b"Host", b"Expect: 100-continue\r\nHost"), 100) == 0
+    assert awaited_body(b"GET /jobs HTTP/1.1\r\nHost: x\r\n\r\n", 100) == 0

@@ -1,15 +1,18 @@
-"""Request heads read whole before a request thread sees them.
+"""Requests read whole before a request thread sees them.
 
 cheroot hands a connection to one of its few request threads as soon as a byte arrives, and the
-thread then reads the request line and headers with a timeout that starts again on every read:
-a client that trickles a header line every few seconds holds the thread for as long as it likes,
-and a header of any size is read into memory. Here one thread, :class:`HeadGate`, reads every
-connection's head without blocking, and only a head that is complete goes on to the request
-threads. A head is bounded in size (``MAX_HEAD_BYTES``: 431) and in total time from the
-connection's first wait (``HEAD_TIMEOUT_S``: 408), and at most ``MAX_WAITING_HEADS`` connections
-wait for theirs at once (503 beyond). A refusal is the API's JSON error; the connection is then
-shut for writing and what the client still sends is read and dropped for ``LINGER_S``, so that
-the client reads the answer rather than a reset.
+thread then reads the request with a timeout that starts again on every read: a client that
+trickles a header line (or a body byte) every few seconds holds the thread for as long as it
+likes, and a header of any size is read into memory. Here one thread, :class:`HeadGate`, reads
+every connection's request without blocking: its head, and the body when the head declares its
+length (``Content-Length`` within the API's body limit, no ``Expect: 100-continue``). Only a
+request that has arrived goes on to the request threads. A head is bounded in size
+(``MAX_HEAD_BYTES``: 431), a request in total time from when the server starts waiting for it
+(``ARRIVAL_TIMEOUT_S``: 408), the connections waiting at once in number
+(``MAX_ARRIVING``) and the bytes they hold together (``MAX_ARRIVING_BYTES``): 503 beyond. A
+refusal is the API's JSON error; the connection is then shut for writing and what the client
+still sends is read and dropped for ``LINGER_S``, so that the client reads the answer rather
+than a reset.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import re
 import selectors
 import socket
 import threading
@@ -34,17 +38,20 @@ log = logging.getLogger("fairqueue.api")
 
 # The most bytes a request line and its headers may take, blank line included.
 MAX_HEAD_BYTES: Final = 64 * 1024
-# How long a connection may take to send a whole head, counted from when the server starts
-# waiting for it (the connection's accept, or the first byte of a kept-open connection's next
-# request), whatever it sends meanwhile.
-HEAD_TIMEOUT_S: Final = 10.0
-# The most connections whose head is awaited at once; each holds at most a head's bytes.
-MAX_WAITING_HEADS: Final = 1024
+# How long a request may take to arrive (its head, and the body whose length it declares),
+# counted from when the server starts waiting for it (the connection's accept, or the first byte
+# of a kept-open connection's next request), whatever it sends meanwhile.
+ARRIVAL_TIMEOUT_S: Final = 10.0
+# The most connections whose request is awaited at once, and the most bytes they hold together.
+MAX_ARRIVING: Final = 1024
+MAX_ARRIVING_BYTES: Final = 64 * 1024 * 1024
 # How long a refused connection's further bytes are read and dropped before it is closed.
 LINGER_S: Final = 1.0
 _READ_BYTES: Final = 64 * 1024
 _BUFFER_BYTES: Final = 8192
 _ENDS_OF_HEAD: Final = (b"\r\n\r\n", b"\n\n")
+_CONTENT_LENGTH: Final = re.compile(rb"\ncontent-length:[ \t]*([0-9]{1,15})[ \t]*(?=\r?\n)", re.I)
+_EXPECT: Final = re.compile(rb"\nexpect:", re.I)
 
 
 def http_reply(protocol: str, reply: Reply, *, close: bool) -> bytes:
@@ -69,6 +76,17 @@ def head_end(head: bytes | bytearray) -> int:
         return -1
     at, mark = min(ends)
     return at + len(mark)
+
+
+def awaited_body(head: bytes | bytearray, limit: int) -> int:
+    """How many body bytes to await after ``head``: the length it declares once, within
+    ``limit``, unless it asks to be told to send it (``Expect``); else none, and cheroot and
+    the API answer as they do."""
+    declared = _CONTENT_LENGTH.findall(head)
+    if len(declared) != 1 or _EXPECT.search(head):
+        return 0
+    length = int(declared[0])
+    return length if length <= limit else 0
 
 
 class _HeadThenSocket(socket.SocketIO):
@@ -103,17 +121,29 @@ class _HeadFirstReader(makefile.StreamReader):
 class _Waiting:
     conn: server.HTTPConnection
     deadline: float
+    # What has arrived of the request: its head, then its body.
     head: bytearray = field(default_factory=bytearray)
+    # The bytes the whole request takes, once its head has ended.
+    whole: int = -1
     # Refused: what the client still sends is read and dropped until the deadline.
     draining: bool = False
 
 
 class HeadGate:
-    """The thread that awaits the heads of an HTTP server's connections and hands each
-    connection whose head is whole to ``dispatch`` (the server's request threads)."""
+    """The thread that awaits the requests of an HTTP server's connections and hands each
+    connection whose request has arrived to ``dispatch`` (the server's request threads);
+    ``max_body`` is the longest body it awaits."""
 
-    def __init__(self, protocol: str, dispatch: Callable[[server.HTTPConnection], None]) -> None:
+    def __init__(
+        self,
+        protocol: str,
+        dispatch: Callable[[server.HTTPConnection], None],
+        max_body: Callable[[], int],
+    ) -> None:
         self._protocol = protocol
+        self._max_body = max_body
+        # The bytes the connections awaited hold together.
+        self._held = 0
         self._dispatch = dispatch
         self._selector = selectors.DefaultSelector()
         self._wake_read, self._wake_write = socket.socketpair()
@@ -194,85 +224,79 @@ class HeadGate:
 
     def _admit(self, conn: server.HTTPConnection) -> None:
         # A kept-open connection may have the start of its next request read already.
-        rfile = conn.rfile
-        head = bytearray(rfile.read1(MAX_HEAD_BYTES) if rfile.has_data() else b"")
-        waiting = _Waiting(conn, time.monotonic() + HEAD_TIMEOUT_S, head)
-        if len(self._waiting) >= MAX_WAITING_HEADS:
-            log.warning("%d connections await their head: one more is refused", len(self._waiting))
-            self._refuse(waiting, error_reply(503, "server_busy", "the server is busy"))
+        if len(self._waiting) >= MAX_ARRIVING:
+            log.warning("%d requests are arriving: one more is refused", len(self._waiting))
+            self._answer(conn, _BUSY)
             conn.close()
             return
-        if not self._handed_on(waiting):
-            self._waiting[conn.socket.fileno()] = waiting
-            self._selector.register(conn.socket, selectors.EVENT_READ, waiting)
+        head = bytearray()
+        while conn.rfile.has_data():
+            head += conn.rfile.read1(_READ_BYTES)
+        waiting = _Waiting(conn, time.monotonic() + ARRIVAL_TIMEOUT_S, head)
+        self._held += len(head)
+        self._waiting[conn.socket.fileno()] = waiting
+        self._selector.register(conn.socket, selectors.EVENT_READ, waiting)
+        self._settle(waiting)
 
-    def _handed_on(self, waiting: _Waiting) -> bool:
-        """Hand the connection on when its head is whole (True); refuse it when the head is
-        too large, then it is drained; False while it is still awaited or drained."""
-        end = head_end(waiting.head)
-        if end < 0 and len(waiting.head) <= MAX_HEAD_BYTES:
-            return False
-        if end < 0 or end > MAX_HEAD_BYTES:
-            too_large = f"the request line and headers are over the limit of {MAX_HEAD_BYTES} bytes"
-            self._refuse(waiting, error_reply(431, "request_header_fields_too_large", too_large))
-            return False
-        self._hand_on(waiting)
-        return True
-
-    def _hand_on(self, waiting: _Waiting) -> None:
-        conn = waiting.conn
-        old, conn.rfile = conn.rfile, _HeadFirstReader(conn.socket, bytes(waiting.head))
-        old.close()
-        self._dispatch(conn)
+    def _settle(self, waiting: _Waiting) -> None:
+        """Hand the connection on once its request has arrived; refuse a head too large, or a
+        request that would take the gate past its bytes."""
+        if waiting.whole < 0:
+            end = head_end(waiting.head)
+            if end < 0 and len(waiting.head) <= MAX_HEAD_BYTES:
+                return
+            if end < 0 or end > MAX_HEAD_BYTES:
+                self._refuse(waiting, _HEAD_TOO_LARGE)
+                return
+            waiting.whole = end + awaited_body(waiting.head[:end], self._max_body())
+        if len(waiting.head) >= waiting.whole:
+            self._forget(waiting)
+            conn = waiting.conn
+            old, conn.rfile = conn.rfile, _HeadFirstReader(conn.socket, bytes(waiting.head))
+            old.close()
+            self._dispatch(conn)
+        elif self._held > MAX_ARRIVING_BYTES:
+            log.warning("arriving requests hold %d bytes: one is refused", self._held)
+            self._refuse(waiting, _BUSY)
 
     def _read(self, waiting: _Waiting) -> None:
         try:
             data = waiting.conn.socket.recv(_READ_BYTES)
         except OSError:
+            data, waiting.draining = b"", True
+        if not data and (waiting.draining or not waiting.head):
             self._forget(waiting)
             waiting.conn.close()
-            return
-        if waiting.draining:
-            if not data:
-                self._forget(waiting)
-                waiting.conn.close()
-            return
-        if not data:
+        elif not data:
             # The client stopped sending: cheroot answers what it sent, or closes.
-            self._forget(waiting)
-            if waiting.head:
-                self._hand_on(waiting)
-            else:
-                waiting.conn.close()
-            return
-        waiting.head += data
-        if self._handed_on(waiting):
-            self._forget(waiting)
+            waiting.whole = len(waiting.head)
+            self._settle(waiting)
+        elif not waiting.draining:
+            waiting.head += data
+            self._held += len(data)
+            self._settle(waiting)
 
     def _expire(self, now: float) -> None:
         for waiting in [w for w in self._waiting.values() if w.deadline <= now]:
             if waiting.draining or not waiting.head:
                 self._forget(waiting)
                 waiting.conn.close()
-                continue
-            self._refuse(
-                waiting,
-                error_reply(
-                    408,
-                    "request_timeout",
-                    f"the request line and headers did not arrive within {HEAD_TIMEOUT_S:g} s",
-                ),
-            )
+            else:
+                self._refuse(waiting, _TOO_SLOW)
 
     def _refuse(self, waiting: _Waiting, reply: Reply) -> None:
         """Answer with ``reply`` and keep reading (and dropping) for ``LINGER_S``."""
+        self._held -= len(waiting.head)
         waiting.head = bytearray()
         waiting.draining = True
         waiting.deadline = time.monotonic() + LINGER_S
-        sock = waiting.conn.socket
+        self._answer(waiting.conn, reply)
+
+    def _answer(self, conn: server.HTTPConnection, reply: Reply) -> None:
+        """Send ``reply`` and shut the connection for writing."""
         try:
-            sock.send(http_reply(self._protocol, reply, close=True))
-            sock.shutdown(socket.SHUT_WR)
+            conn.socket.send(http_reply(self._protocol, reply, close=True))
+            conn.socket.shutdown(socket.SHUT_WR)
         except OSError:
             pass  # the client went away: nothing to answer
 
@@ -280,3 +304,15 @@ class HeadGate:
         """No longer await the connection (before it is closed or handed on)."""
         if self._waiting.pop(waiting.conn.socket.fileno(), None) is not None:
             self._selector.unregister(waiting.conn.socket)
+            self._held -= len(waiting.head)
+
+
+_BUSY: Final = error_reply(503, "server_busy", "the server is busy; retry later")
+_HEAD_TOO_LARGE: Final = error_reply(
+    431,
+    "request_header_fields_too_large",
+    f"the request line and headers are over the limit of {MAX_HEAD_BYTES} bytes",
+)
+_TOO_SLOW: Final = error_reply(
+    408, "request_timeout", f"the request did not arrive within {ARRIVAL_TIMEOUT_S:g} s"
+)

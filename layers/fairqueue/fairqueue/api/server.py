@@ -36,6 +36,7 @@ from ..settings import settings_of
 from .auth import ClaimNames, identity_from_claims, verified_claims
 from .heads import HeadGate, http_reply
 from .models import error_reply
+from .resolver import max_body_bytes
 from .routes import PUBLIC_ROUTES, build_resolver, method_not_allowed, route_not_found, route_of
 from .wsgi import wsgi_app
 
@@ -223,15 +224,15 @@ class _Connection(server.HTTPConnection):
 
 
 class _HttpServer(wsgi.Server):
-    """cheroot's server, whose request threads get only connections whose request head is
-    whole: the heads are awaited by a :class:`HeadGate` of its own."""
+    """cheroot's server, whose request threads get only connections whose request has
+    arrived: a :class:`HeadGate` of its own awaits them."""
 
     ConnectionClass = _Connection
     _gate: HeadGate | None = None
 
     def prepare(self) -> None:
         super().prepare()
-        self._gate = HeadGate(self.protocol, super().process_conn)
+        self._gate = HeadGate(self.protocol, super().process_conn, max_body_bytes)
         self._gate.start()
 
     def process_conn(self, conn: server.HTTPConnection) -> None:
