@@ -129,18 +129,33 @@ class _Waiting:
     draining: bool = False
 
 
+def whole_request(head: bytes | bytearray, max_body: int) -> int:
+    """How many bytes the request at the start of ``head`` takes, or -1 while its head has not
+    ended (or is too large to be read)."""
+    end = head_end(head)
+    if end < 0 or end > MAX_HEAD_BYTES:
+        return -1
+    return end + awaited_body(head[:end], max_body)
+
+
 class HeadGate:
-    """The thread that awaits the requests of an HTTP server's connections and hands each
-    connection whose request has arrived to ``dispatch`` (the server's request threads);
-    ``max_body`` is the longest body it awaits."""
+    """Awaits the requests of an HTTP server's connections and hands each connection whose
+    request has arrived to ``dispatch`` (the server's request threads), restoring its socket's
+    ``timeout``; ``max_body`` is the longest body it awaits.
+
+    A request already whole when its connection is put (the common case: it came in one
+    packet) goes on at once from the caller's thread; the others wait in the gate's thread.
+    """
 
     def __init__(
         self,
         protocol: str,
+        timeout: float,
         dispatch: Callable[[server.HTTPConnection], None],
         max_body: Callable[[], int],
     ) -> None:
         self._protocol = protocol
+        self._timeout = timeout
         self._max_body = max_body
         # The bytes the connections awaited hold together.
         self._held = 0
@@ -151,7 +166,7 @@ class HeadGate:
         self._wake_write.setblocking(False)
         self._selector.register(self._wake_read, selectors.EVENT_READ, None)
         self._lock = threading.Lock()
-        self._arrived: list[server.HTTPConnection] = []
+        self._arrived: list[tuple[server.HTTPConnection, bytearray, float]] = []
         self._waiting: dict[int, _Waiting] = {}
         self._stopped = False
         self._thread = threading.Thread(target=self._run, name="fq-api-heads", daemon=True)
@@ -160,11 +175,26 @@ class HeadGate:
         self._thread.start()
 
     def put(self, conn: server.HTTPConnection) -> None:
-        """Await the head of ``conn``'s next request (from any thread)."""
+        """Hand ``conn`` on once its next request has arrived (from any thread)."""
+        deadline = time.monotonic() + ARRIVAL_TIMEOUT_S
+        # The gate reads without waiting; the socket's timeout is back once it is handed on.
+        conn.socket.settimeout(0.0)
+        # A kept-open connection may have the start of its next request read already. Left
+        # where it is when the request is whole: only a peek.
+        arrived = conn.rfile.peek(0) if conn.rfile.has_data() else b""
+        with contextlib.suppress(OSError):  # nothing yet, or an error the gate meets again
+            arrived += conn.socket.recv(_READ_BYTES, socket.MSG_PEEK)
+        if 0 <= whole_request(arrived, self._max_body()) <= len(arrived):
+            conn.socket.settimeout(self._timeout)
+            self._dispatch(conn)
+            return
+        head = bytearray()
+        while conn.rfile.has_data():
+            head += conn.rfile.read1(_READ_BYTES)
         with self._lock:
             accepted = not self._stopped
             if accepted:
-                self._arrived.append(conn)
+                self._arrived.append((conn, head, deadline))
         if not accepted:
             conn.close()
             return
@@ -181,7 +211,7 @@ class HeadGate:
             self._thread.join()
         for waiting in self._waiting.values():
             waiting.conn.close()
-        for conn in self._arrived:
+        for conn, _, _ in self._arrived:
             conn.close()
         self._waiting.clear()
         self._arrived.clear()
@@ -200,8 +230,8 @@ class HeadGate:
                 if self._stopped:
                     return
                 arrived, self._arrived = self._arrived, []
-            for conn in arrived:
-                self._admit(conn)
+            for conn, head, deadline in arrived:
+                self._admit(conn, head, deadline)
             for key, _ in self._selector.select(self._wait_s()):
                 if key.data is None:
                     self._drain_wake_ups()
@@ -222,17 +252,13 @@ class HeadGate:
         except BlockingIOError:
             pass
 
-    def _admit(self, conn: server.HTTPConnection) -> None:
-        # A kept-open connection may have the start of its next request read already.
+    def _admit(self, conn: server.HTTPConnection, head: bytearray, deadline: float) -> None:
         if len(self._waiting) >= MAX_ARRIVING:
             log.warning("%d requests are arriving: one more is refused", len(self._waiting))
             self._answer(conn, _BUSY)
             conn.close()
             return
-        head = bytearray()
-        while conn.rfile.has_data():
-            head += conn.rfile.read1(_READ_BYTES)
-        waiting = _Waiting(conn, time.monotonic() + ARRIVAL_TIMEOUT_S, head)
+        waiting = _Waiting(conn, deadline, head)
         self._held += len(head)
         self._waiting[conn.socket.fileno()] = waiting
         self._selector.register(conn.socket, selectors.EVENT_READ, waiting)
@@ -242,26 +268,29 @@ class HeadGate:
         """Hand the connection on once its request has arrived; refuse a head too large, or a
         request that would take the gate past its bytes."""
         if waiting.whole < 0:
-            end = head_end(waiting.head)
-            if end < 0 and len(waiting.head) <= MAX_HEAD_BYTES:
+            waiting.whole = whole_request(waiting.head, self._max_body())
+            if waiting.whole < 0:
+                if len(waiting.head) > MAX_HEAD_BYTES:
+                    self._refuse(waiting, _HEAD_TOO_LARGE)
                 return
-            if end < 0 or end > MAX_HEAD_BYTES:
-                self._refuse(waiting, _HEAD_TOO_LARGE)
-                return
-            waiting.whole = end + awaited_body(waiting.head[:end], self._max_body())
         if len(waiting.head) >= waiting.whole:
             self._forget(waiting)
-            conn = waiting.conn
-            old, conn.rfile = conn.rfile, _HeadFirstReader(conn.socket, bytes(waiting.head))
-            old.close()
-            self._dispatch(conn)
+            self._hand_on(waiting.conn, waiting.head)
         elif self._held > MAX_ARRIVING_BYTES:
             log.warning("arriving requests hold %d bytes: one is refused", self._held)
             self._refuse(waiting, _BUSY)
 
+    def _hand_on(self, conn: server.HTTPConnection, arrived: bytearray) -> None:
+        conn.socket.settimeout(self._timeout)
+        old, conn.rfile = conn.rfile, _HeadFirstReader(conn.socket, bytes(arrived))
+        old.close()
+        self._dispatch(conn)
+
     def _read(self, waiting: _Waiting) -> None:
         try:
             data = waiting.conn.socket.recv(_READ_BYTES)
+        except BlockingIOError:
+            return  # woken for nothing
         except OSError:
             data, waiting.draining = b"", True
         if not data and (waiting.draining or not waiting.head):

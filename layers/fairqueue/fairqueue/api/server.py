@@ -232,7 +232,7 @@ class _HttpServer(wsgi.Server):
 
     def prepare(self) -> None:
         super().prepare()
-        self._gate = HeadGate(self.protocol, super().process_conn, max_body_bytes)
+        self._gate = HeadGate(self.protocol, self.timeout, super().process_conn, max_body_bytes)
         self._gate.start()
 
     def process_conn(self, conn: server.HTTPConnection) -> None:
