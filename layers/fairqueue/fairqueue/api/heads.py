@@ -3,9 +3,10 @@
 cheroot hands a connection to one of its few request threads as soon as a byte arrives, and the
 thread then reads the request with a timeout that starts again on every read: a client that
 trickles a header line (or a body byte) every few seconds holds the thread for as long as it
-likes, and a header of any size is read into memory. Here one thread, :class:`HeadGate`, reads
-every connection's request without blocking: its head, and the body when the head declares its
-length (``Content-Length`` within the API's body limit, no ``Expect: 100-continue``). Only a
+likes, and a header of any size is read into memory. Here :class:`HeadGate` reads every
+connection's request without blocking (a peek when it came in one piece, else a thread of its
+own that waits for all such connections at once): its head, and the body when the head declares
+its length (``Content-Length`` within the API's body limit, no ``Expect: 100-continue``). Only a
 request that has arrived goes on to the request threads. A head is bounded in size
 (``MAX_HEAD_BYTES``: 431), a request in total time from when the server starts waiting for it
 (``ARRIVAL_TIMEOUT_S``: 408), the connections waiting at once in number
