@@ -186,3 +186,27 @@ def test_failed_saves_are_kept_only_through_the_door_and_only_for_the_clamps_ten
         ).fetchall()
     assert noted == [{"failures": 1}]
     assert list(failures(conn)) == [job_id]
+
+
+def test_a_step_that_fails_is_listed_and_the_steps_after_it_still_run(dsn, app, conn) -> None:
+    poison = Poison()
+    poisoned_stage = Stage("pass_step_poisoned", handler=count_words, render_result=poison)
+    finished_jobs(dsn, app, poisoned_stage, 2)
+    good = finished_jobs(dsn, app, GOOD, 3)
+    conn.execute("update fairqueue.jobs set finished_at = now() - interval '1 minute'")
+    # Retention fails: the application role may no longer trim outputs.
+    conn.execute(
+        "revoke execute on function fairqueue.trim_outputs(interval, integer) from fairqueue_app"
+    )
+
+    swept = Backstop(dsn, [poisoned_stage, GOOD], SETTINGS).rescue()
+
+    assert swept is not None
+    assert [error.split(":")[0] for error in swept.step_errors] == ["retention"]
+    assert "InsufficientPrivilege" in swept.step_errors[0]
+    # Before it: saved, hooks fired, moved; after it: the failed saves still counted.
+    assert (swept.written, swept.hooks_fired, swept.jobs_moved) == (3, 3, 3)
+    assert swept.results_failing == 2
+    assert sorted(r["job_id"] for r in conn.execute("select job_id from hook_calls")) == sorted(
+        good
+    )
