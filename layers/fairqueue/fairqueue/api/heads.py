@@ -28,6 +28,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from http import HTTPStatus
 from typing import Final
 
@@ -232,13 +233,28 @@ class HeadGate:
                     return
                 arrived, self._arrived = self._arrived, []
             for conn, head, deadline in arrived:
-                self._admit(conn, head, deadline)
+                self._guarded(conn, partial(self._admit, conn, head, deadline))
             for key, _ in self._selector.select(self._wait_s()):
                 if key.data is None:
                     self._drain_wake_ups()
                 else:
-                    self._read(key.data)
+                    waiting: _Waiting = key.data
+                    self._guarded(waiting.conn, partial(self._read, waiting))
             self._expire(time.monotonic())
+
+    def _guarded(self, conn: server.HTTPConnection, step: Callable[[], None]) -> None:
+        """One connection's step; one that fails unexpectedly loses that connection only, not
+        the gate."""
+        try:
+            step()
+        except Exception:
+            log.exception("the request gate failed on a connection; closing it")
+            waiting = self._waiting.pop(conn.socket.fileno(), None)
+            if waiting is not None:
+                self._held -= len(waiting.head)
+                with contextlib.suppress(KeyError, ValueError):
+                    self._selector.unregister(conn.socket)
+            conn.close()
 
     def _wait_s(self) -> float:
         if not self._waiting:
