@@ -210,3 +210,39 @@ def test_a_step_that_fails_is_listed_and_the_steps_after_it_still_run(dsn, app, 
     assert sorted(r["job_id"] for r in conn.execute("select job_id from hook_calls")) == sorted(
         good
     )
+
+
+def test_a_result_row_squatted_by_another_tenant_holds_back_only_its_own_job(
+    dsn, app, conn
+) -> None:
+    renders: list[int] = []
+
+    def counted(output: dict[str, Any]) -> dict[str, Any]:
+        renders.append(output["words"])
+        return render(output)
+
+    stage = Stage("pass_squatted", handler=count_words, render_result=counted)
+    squatted = finished_jobs(dsn, app, stage, 4)[0]
+    conn.execute("update fairqueue.jobs set finished_at = now() - interval '1 minute'")
+    conn.execute(
+        "update fairqueue.jobs set finished_at = now() - interval '2 minutes' where id = %s",
+        (squatted,),
+    )
+    # Another tenant's row under the job's id, as a transaction clamped to it could insert.
+    conn.execute(
+        "insert into fairqueue.results (job_id, tenant_id, type, body, saved_by, source_job_id,"
+        " source_created_at) values (%s, 'squatter', 'pass_squatted', '{}', 'client', %s, now())",
+        (squatted, squatted),
+    )
+    backstop = Backstop(dsn, [stage], ResultSettings(grace_s=0.3, batch=1))
+
+    swept = backstop.rescue()
+
+    assert swept is not None
+    assert (swept.written, swept.jobs_moved, swept.step_errors) == (3, 3, [])
+    assert len(renders) == 4  # the squatted job tried once, in the first batch
+    # The save meets the other tenant's row and fails (refused by the policy, or UnknownJob once
+    # a result row can only be made for the clamp's tenant): recorded and backed off.
+    assert [error.split(":")[0] for error in swept.render_errors] == [f"pass_squatted {squatted}"]
+    assert swept.results_failing == 1
+    assert list(failures(conn)) == [squatted]
