@@ -192,6 +192,18 @@ CREATE TABLE fairqueue.quotas (
 ALTER TABLE fairqueue.quotas OWNER TO fairqueue_owner;
 GRANT SELECT ON fairqueue.quotas TO fairqueue_app;
 
+CREATE TABLE fairqueue.result_save_failures (
+    job_id uuid NOT NULL,
+    tenant_id text,
+    failing_since timestamp with time zone DEFAULT now() NOT NULL,
+    failures integer DEFAULT 1 NOT NULL,
+    retry_at timestamp with time zone NOT NULL,
+    last_error text NOT NULL,
+    CONSTRAINT result_save_failures_pkey PRIMARY KEY (job_id),
+    CONSTRAINT result_save_failures_failures_check CHECK ((failures >= 1))
+);
+ALTER TABLE fairqueue.result_save_failures OWNER TO fairqueue_owner;
+
 CREATE TABLE fairqueue.results (
     job_id uuid NOT NULL,
     tenant_id text,

@@ -415,6 +415,33 @@ def test_the_backstop_reads_only_its_partial_index_however_long_the_history(conn
     ]
 
 
+def test_the_backstops_claim_passing_over_failed_saves_reads_the_same_partial_index(
+    conn,
+) -> None:
+    fill(conn)
+    conn.execute("update fairqueue.jobs set output = '{}', result_at = now() where status = 'done'")
+    conn.execute(
+        "insert into fairqueue.jobs (type, status, output, finished_at)"
+        " select 'planned', 'done', '{}', now() - i * interval '1 minute'"
+        " from generate_series(1, 20) i"
+    )
+    conn.execute(
+        "insert into fairqueue.result_save_failures (job_id, retry_at, last_error)"
+        " select id, now() + interval '1 minute', 'failed' from fairqueue.jobs"
+        " where type = 'planned' and status = 'done' limit 5"
+    )
+    conn.execute("analyze fairqueue.jobs")
+    plan = door_plan(
+        conn,
+        "fairqueue.claim_results_to_save_unchecked(text[], interval, integer, uuid[])",
+        [["planned"], "2 minutes", 100, []],
+    )
+    assert any(n.get("Index Name") == "jobs_missing_result_idx" for n in plan)
+    assert not [
+        n for n in plan if n.get("Relation Name") == "jobs" and n["Node Type"] == "Seq Scan"
+    ]
+
+
 def test_a_claim_right_after_a_bulk_enqueue_walks_on_fresh_statistics(conn) -> None:
     """Before any ANALYZE the planner takes the table for empty and walks the groups through the
     wrong index, sorting the backlog at every step; the claim refreshes the statistics first."""

@@ -9,13 +9,11 @@ burst of clients costs neither a thread nor a TCP handshake per request.
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import weakref
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from http import HTTPStatus
 from time import monotonic
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final
@@ -36,7 +34,9 @@ from ..db import (
 from ..errors import ConfigurationError, DatabaseUnavailable
 from ..settings import settings_of
 from .auth import ClaimNames, identity_from_claims, verified_claims
+from .heads import HeadGate, http_reply
 from .models import error_reply
+from .resolver import max_body_bytes
 from .routes import PUBLIC_ROUTES, build_resolver, method_not_allowed, route_not_found, route_of
 from .wsgi import wsgi_app
 
@@ -208,21 +208,12 @@ class _Request(server.HTTPRequest):
                 route_not_found(path) if route is None else method_not_allowed("CONNECT", route)
             )
             reply = refusal.reply()
-        body = json.dumps(reply.body, separators=(",", ":")).encode()
-        phrase = HTTPStatus(reply.status).phrase
-        lines = [
-            f"{self.server.protocol} {reply.status} {phrase}",
-            f"Content-Length: {len(body)}",
-            "Content-Type: application/json",
-            *(f"{name}: {value}" for name, value in reply.headers.items()),
-        ]
-        if reply.status in (413, 414):
-            # What follows on the connection cannot be read as a request.
+        # What follows on the connection cannot be read as a request.
+        close = reply.status in (413, 414)
+        if close:
             self.close_connection = True
-            lines.append("Connection: close")
-        head = "".join(f"{line}\r\n" for line in lines) + "\r\n"
         try:
-            self.conn.wfile.write(head.encode("latin-1") + body)
+            self.conn.wfile.write(http_reply(self.server.protocol, reply, close=close))
         except OSError:
             # The client went away: nothing to answer.
             self.close_connection = True
@@ -233,7 +224,28 @@ class _Connection(server.HTTPConnection):
 
 
 class _HttpServer(wsgi.Server):
+    """cheroot's server, whose request threads get only connections whose request has
+    arrived: a :class:`HeadGate` of its own awaits them."""
+
     ConnectionClass = _Connection
+    _gate: HeadGate | None = None
+
+    def prepare(self) -> None:
+        super().prepare()
+        self._gate = HeadGate(self.protocol, self.timeout, super().process_conn, max_body_bytes)
+        self._gate.start()
+
+    def process_conn(self, conn: server.HTTPConnection) -> None:
+        if self._gate is None:
+            conn.close()
+        else:
+            self._gate.put(conn)
+
+    def stop(self) -> None:
+        # The gate first: a connection that reaches it afterwards is closed.
+        if self._gate is not None:
+            self._gate.stop()
+        super().stop()
 
     def error_log(self, msg: str = "", level: int = logging.INFO, traceback: bool = False) -> None:
         # cheroot writes its own troubles to stderr; here they go to the log. A client that

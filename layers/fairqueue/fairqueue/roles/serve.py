@@ -125,8 +125,16 @@ def _sweep(dsn: str, stages: Sequence[Stage]) -> None:
 
 def _rescue(backstop: Backstop, stop: threading.Event) -> None:
     result = backstop.rescue(stop)
-    if result is not None:
-        log.info("backstop: %d results written, %d hooks fired", result.written, result.hooks_fired)
+    if result is None:
+        return
+    log.info("backstop: %d results written, %d hooks fired", result.written, result.hooks_fired)
+    if result.render_errors or result.step_errors:
+        log.warning(
+            "backstop: %d results could not be saved (%d still failing), steps failed: %s",
+            len(result.render_errors),
+            result.results_failing,
+            "; ".join(result.step_errors) or "none",
+        )
 
 
 def _work(dsn: str, stages: Sequence[Stage], stop: threading.Event) -> None:
