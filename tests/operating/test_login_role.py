@@ -16,7 +16,7 @@ import pytest
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
-from fairqueue import ConfigurationError, Stage, connect, run_pipeline
+from fairqueue import ConfigurationError, Stage, api, connect, run_pipeline
 from fairqueue.db import Connection, work_as_app_role
 from fairqueue.dev import pooler as local_pooler
 
@@ -50,6 +50,25 @@ def test_a_superuser_connection_that_did_not_get_the_role_is_refused_and_left_un
         with pytest.raises(ConfigurationError, match="does not work as fairqueue_app"):
             work_as_app_role(conn)
         assert who(conn) == ("postgres", "postgres", "none")
+
+
+@pytest.mark.timeout(30)
+def test_the_apis_pool_opens_a_superuser_login_as_the_app_role(admin_dsn: str) -> None:
+    connections = api.ApiConnections(admin_dsn, 1)
+    try:
+        with connections.connection() as conn:
+            assert who(conn) == ("postgres", "fairqueue_app", "fairqueue_app")
+    finally:
+        connections.close()
+
+
+@pytest.mark.timeout(30)
+def test_production_refuses_the_apis_pool_of_a_superuser_login_at_start(
+    admin_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAIRQUEUE_ENV", "production")
+    with pytest.raises(ConfigurationError, match=r"FAIRQUEUE_ENV=production refuses"):
+        api.ApiConnections(admin_dsn, 1)
 
 
 @pytest.fixture

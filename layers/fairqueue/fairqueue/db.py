@@ -191,21 +191,39 @@ def connect(
     login is refused; by default, whether ``FAIRQUEUE_POOLER`` is ``transaction``.
     """
     target = resolve_dsn(dsn)
-    conn = _open(target, autocommit)
     if not as_app_role:
-        return conn
+        return _open(target, autocommit)
+    return _open_as_app_role(target, autocommit, pooled)[0]
+
+
+def app_role_conninfo(dsn: str | None = None) -> str:
+    """What a pool of the library's connections should connect with: ``dsn`` resolved, with
+    the startup parameter ``connect(as_app_role=True)`` would add for this login, if any. It
+    opens one connection to find out, and raises as ``connect`` does."""
+    conn, target = _open_as_app_role(resolve_dsn(dsn), True, None)
+    conn.close()
+    return target
+
+
+def _open_as_app_role(
+    target: str, autocommit: bool, pooled: bool | None
+) -> tuple[FairqueueConnection, str]:
+    """A connection checked as ``connect(as_app_role=True)`` checks it, and the conninfo it was
+    finally opened with."""
+    conn = _open(target, autocommit)
     through_pooler = is_pooled() if pooled is None else pooled
     try:
         login = _login(conn)
         if _should_become_app_role(login, pooled=through_pooler):
             conn.close()
-            conn = _open(_as_app_role(target), autocommit, refused=_NOT_BECOME)
+            target = _as_app_role(target)
+            conn = _open(target, autocommit, refused=_NOT_BECOME)
             login = _login(conn)
         _check_login(login, pooled=through_pooler)
     except BaseException:
         conn.close()
         raise
-    return conn
+    return conn, target
 
 
 def _open(target: str, autocommit: bool, *, refused: str = "") -> FairqueueConnection:

@@ -26,6 +26,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from ..db import (
     Connection,
     FairqueueConnection,
+    app_role_conninfo,
     connection_options,
     is_pooled,
     resolve_dsn,
@@ -89,7 +90,14 @@ class ApiConnections:
     def __init__(
         self, dsn: str | None, size: int, *, check_after_idle_s: float = CHECK_AFTER_IDLE_S
     ) -> None:
-        target = resolve_dsn(dsn)
+        try:
+            # A login that needs the application role's startup parameter gets it in every
+            # connection of the pool (db.connect's rule).
+            target = app_role_conninfo(dsn)
+        except DatabaseUnavailable:
+            # Not reachable yet: the server still starts, each new connection is checked as it
+            # opens (_configure), and requests answer 503 until the database is back.
+            target = resolve_dsn(dsn)
         self._check_after_idle_s = check_after_idle_s
         # When each connection last came back from a request.
         self._returned_at: weakref.WeakKeyDictionary[Connection, float] = (
