@@ -2,9 +2,10 @@
 -- inserts none itself (sql/policies/credits.sql). A grant adds credits to the tenant the caller's
 -- transaction is clamped to; a debit or a refund is tied to a real job of that tenant, a debit
 -- to a job the tenant has, a refund to a cancelled or failed job and the debit it pays back.
--- Admission writes a job's debit with the job (sql/functions/admission.sql). The bounds on a
--- grant's size and the balance's ceiling are checked by the caller under the balance's lock
--- (fairqueue.lanes.add_credits).
+-- Admission writes a job's debit with the job (sql/functions/admission.sql). An entry moves at
+-- most 10^15 credits and a grant leaves the balance at most 10^15 (fairqueue.lanes.MAX_BALANCE),
+-- checked here too so that a direct call cannot mint past them; two grants racing are kept
+-- apart by the balance's lock, which the library's caller takes (fairqueue.lanes.add_credits).
 
 -- A grant (no job, an amount above 0) or a debit (a job of the tenant, an amount below 0):
 -- the entry's id; no row when the job was already charged.
@@ -22,6 +23,12 @@ begin
             or (p_kind = 'debit' and p_job_id is not null and p_amount < 0),
         format('credit_entry: a grant has no job and an amount above 0, a debit a job and an'
                ' amount below 0; got a %s of %s', p_kind, p_amount));
+    perform fairqueue.door_argument(abs(p_amount::numeric) <= 1000000000000000
+            and (p_kind <> 'grant'
+                 or fairqueue.credit_balance(p_tenant_id)::numeric + p_amount
+                    <= 1000000000000000),
+        format('credit_entry: an entry moves at most 10^15 credits and a grant leaves a balance'
+               ' of at most 10^15; got a %s of %s', p_kind, p_amount));
     perform fairqueue.door_argument(p_job_id is null or exists (
             select 1 from fairqueue.all_jobs j
              where j.id = p_job_id and j.tenant_id = p_tenant_id),

@@ -182,6 +182,8 @@ def test_a_debit_is_of_a_real_job_of_the_clamps_tenant(
         ("a", ("a", world["a_running"], "refund", 5)),  # a refund is credit_refund's alone
         ("a", ("a", None, "grant", -5)),  # a grant that takes
         ("a", ("a", world["a_running"], "debit", 5)),  # a debit that gives
+        ("a", ("a", None, "grant", 10**15)),  # past the most a balance holds
+        ("a", ("a", None, "grant", 9223372036854775807)),
     ]
     for tenant, params in refused:
         with pytest.raises(psycopg.errors.InvalidParameterValue):
