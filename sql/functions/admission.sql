@@ -4,9 +4,10 @@
 -- autocommit connection is a transaction of its own: one round trip. The checks run as the
 -- caller: row-level security holds the caller's clamp, and every query names the tenant as
 -- well. The insert is a door run as the owner, since the application role writes no job and no
--- credit itself (sql/policies/jobs.sql, credits.sql): it checks the clamp again. PL/pgSQL, so that each statement sees what committed before the lock was granted (a
--- fresh snapshot per statement) and keeps its plan for the connection's life, with no prepared
--- statement a transaction pooler could trip on.
+-- credit itself (sql/policies/jobs.sql, credits.sql): it checks the clamp again. PL/pgSQL, so
+-- that each statement sees what committed before the lock was granted (a fresh snapshot per
+-- statement) and keeps its plan for the connection's life, with no prepared statement a
+-- transaction pooler could trip on.
 
 -- The transaction is clamped to the tenant unless it is clamped already; when it is clamped to
 -- another, matches is false and nothing else is done. Then, under the lane's lock (and the

@@ -76,7 +76,8 @@ begin
     returning j.id, j.run_after;
 end $$;
 alter function fairqueue.job_defer(uuid, text, text, timestamptz) owner to fairqueue_owner;
-revoke all on function fairqueue.job_defer(uuid, text, text, timestamptz) from public, fairqueue_app;
+revoke all on function fairqueue.job_defer(uuid, text, text, timestamptz)
+    from public, fairqueue_app;
 grant execute on function fairqueue.job_defer(uuid, text, text, timestamptz) to fairqueue_app;
 
 -- Claimed jobs never started, back as they were: pending, the attempt undone.

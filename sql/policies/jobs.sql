@@ -5,8 +5,9 @@
 -- status, times, attempts and lease change only by the claim and the lifecycle doors
 -- (sql/functions/lifecycle.sql), each one transition of the job's life, so no plain statement
 -- can rewrite the inputs of the fair order (a done job made cancelled, an old created_at). The
--- policy's check still holds any write a future grant would let through. Each day of finished_jobs carries the same policies and grants it
--- nothing, so no partition is a way around the clamp, whoever reaches it.
+-- policy's check still holds any write a future grant would let through. Each day of
+-- finished_jobs carries the same policies and grants it nothing, so no partition is a way around
+-- the clamp, whoever reaches it.
 create or replace function fairqueue.guard_jobs_table(p_table regclass) returns void
 language plpgsql set search_path = pg_catalog, pg_temp
 as $$
