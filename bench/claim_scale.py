@@ -22,13 +22,13 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from fairqueue.db import Connection
-from fairqueue.pipeline.claim import ClaimedJob, by_tenant, claim_batch, give_back
+from fairqueue.pipeline.claim import ClaimedJob, claim_batch
 from fairqueue.stage import FairShare
 
 from . import database, load
 from .errors import BenchError
 from .formats import ratio
-from .latency import percentile
+from .latency import hand_back, percentile
 from .sizes import Sizes
 
 JOB_TYPE = "bench_claim_scale"
@@ -115,16 +115,6 @@ def check_batch(jobs: list[ClaimedJob], expected: int) -> None:
         raise BenchError(f"{len(unread)} claimed jobs came back without payload or tenant")
 
 
-def hand_back(conn: Connection, jobs: list[ClaimedJob]) -> None:
-    """Every claimed job back to pending, tenant by tenant, its attempt undone."""
-    given = sum(
-        give_back(conn, ids, LOCKED_BY, tenant_id=tenant_id)
-        for tenant_id, ids in by_tenant((job.tenant_id, job.id) for job in jobs).items()
-    )
-    if given != len(jobs):
-        raise BenchError(f"gave back {given} of {len(jobs)} claimed jobs")
-
-
 def timed_claim(
     conn: Connection, batch: int, job_type: str = JOB_TYPE, fair_share: FairShare | None = None
 ) -> float:
@@ -136,7 +126,7 @@ def timed_claim(
     )
     elapsed_ms = (time.perf_counter() - started) * 1000.0
     check_batch(jobs, batch)
-    hand_back(conn, jobs)
+    hand_back(conn, jobs, LOCKED_BY)
     return elapsed_ms
 
 

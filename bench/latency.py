@@ -19,9 +19,10 @@ from pathlib import Path
 from typing import LiteralString, cast
 
 from fairqueue.db import Connection
-from fairqueue.pipeline.claim import by_tenant, claim_batch, give_back
+from fairqueue.pipeline.claim import ClaimedJob, by_tenant, claim_batch, give_back
 from fairqueue.plans import PLANS
 from fairqueue.queries import query
+from fairqueue.tenancy import tenant_transaction
 
 from . import database, load
 from .errors import BenchError
@@ -84,14 +85,19 @@ def timed_claim(conn: Connection, batch: int) -> float:
     elapsed_ms = (time.perf_counter() - started) * 1000.0
     if len(jobs) != batch:
         raise BenchError(f"claimed {len(jobs)} jobs, expected {batch}: the backlog ran dry")
-    # Given back tenant by tenant: each call names the tenant whose jobs it frees.
-    given_back = sum(
-        give_back(conn, ids, LOCKED_BY, tenant_id=tenant_id)
-        for tenant_id, ids in by_tenant((job.tenant_id, job.id) for job in jobs).items()
-    )
-    if given_back != batch:
-        raise BenchError(f"gave back {given_back} of {batch} claimed jobs")
+    hand_back(conn, jobs, LOCKED_BY)
     return elapsed_ms
+
+
+def hand_back(conn: Connection, jobs: list[ClaimedJob], locked_by: str) -> None:
+    """Every claimed job back to pending, its attempt undone: tenant by tenant, each under its
+    tenant's clamp, as the lifecycle's door acts only inside the caller's clamp."""
+    given = 0
+    for tenant_id, ids in by_tenant((job.tenant_id, job.id) for job in jobs).items():
+        with tenant_transaction(conn, tenant_id):
+            given += give_back(conn, ids, locked_by, tenant_id=tenant_id)
+    if given != len(jobs):
+        raise BenchError(f"gave back {given} of {len(jobs)} claimed jobs")
 
 
 def served_rows(conn: Connection) -> int:

@@ -29,7 +29,7 @@ ALTER TABLE fairqueue.credits ENABLE ROW LEVEL SECURITY;
 ALTER TABLE fairqueue.credits FORCE ROW LEVEL SECURITY;
 CREATE UNIQUE INDEX credits_once_idx ON fairqueue.credits USING btree (job_id, kind) WHERE (kind <> 'grant'::text);
 CREATE INDEX credits_tenant_idx ON fairqueue.credits USING btree (tenant_id);
-GRANT SELECT, INSERT ON fairqueue.credits TO fairqueue_app;
+GRANT SELECT ON fairqueue.credits TO fairqueue_app;
 
 CREATE TABLE fairqueue.definitions (
     name text NOT NULL,
@@ -165,7 +165,7 @@ CREATE INDEX jobs_lease_idx ON fairqueue.jobs USING btree (type, lease_until) WH
 CREATE INDEX jobs_missing_result_idx ON fairqueue.jobs USING btree (finished_at) WHERE ((output IS NOT NULL) AND (result_at IS NULL) AND (status = 'done'::text));
 CREATE INDEX jobs_movable_idx ON fairqueue.jobs USING btree (finished_at) WHERE ((status = ANY (ARRAY['done'::text, 'failed'::text, 'cancelled'::text])) AND (NOT ((status = 'done'::text) AND (output IS NOT NULL) AND (result_at IS NULL))) AND (NOT give_up_owed));
 CREATE INDEX jobs_served_done_idx ON fairqueue.jobs USING btree (served_at) WHERE (status = 'done'::text);
-GRANT SELECT, INSERT, UPDATE, DELETE ON fairqueue.jobs TO fairqueue_app;
+GRANT SELECT ON fairqueue.jobs TO fairqueue_app;
 
 CREATE TABLE fairqueue.migrations (
     version integer NOT NULL,
@@ -310,7 +310,7 @@ CREATE TABLE fairqueue.tenants (
 ALTER TABLE fairqueue.tenants OWNER TO fairqueue_owner;
 ALTER TABLE fairqueue.tenants ENABLE ROW LEVEL SECURITY;
 ALTER TABLE fairqueue.tenants FORCE ROW LEVEL SECURITY;
-GRANT SELECT, INSERT, UPDATE, DELETE ON fairqueue.tenants TO fairqueue_app;
+GRANT SELECT ON fairqueue.tenants TO fairqueue_app;
 
 CREATE TYPE fairqueue.ranked_job AS (
     group_key text,

@@ -1,11 +1,13 @@
 -- Admission (fairqueue.lanes.admit): the checks under the lane's lock, then the insert and the
 -- debit; for a stage with an upstream service the two are called apart, with the service asked
 -- to hold the work in between, and otherwise as one statement (fairqueue.admission), which on an
--- autocommit connection is a transaction of its own: one round trip. They run as the caller
--- (not doors): row-level security holds the caller's clamp, and every query names the tenant as
--- well. PL/pgSQL, so that each statement sees what committed before the lock was granted (a
--- fresh snapshot per statement) and keeps its plan for the connection's life, with no prepared
--- statement a transaction pooler could trip on.
+-- autocommit connection is a transaction of its own: one round trip. The checks run as the
+-- caller: row-level security holds the caller's clamp, and every query names the tenant as
+-- well. The insert is a door run as the owner, since the application role writes no job and no
+-- credit itself (sql/policies/jobs.sql, credits.sql): it checks the clamp again. PL/pgSQL, so
+-- that each statement sees what committed before the lock was granted (a fresh snapshot per
+-- statement) and keeps its plan for the connection's life, with no prepared statement a
+-- transaction pooler could trip on.
 
 -- The transaction is clamped to the tenant unless it is clamped already; when it is clamped to
 -- another, matches is false and nothing else is done. Then, under the lane's lock (and the
@@ -63,17 +65,29 @@ grant execute on function fairqueue.admission_checks(text, text, integer, text, 
 -- lane (1 holds it, n waits behind n - 1 first-pass jobs; a delta is always 1). No row when an
 -- open job of the tenant took the dedupe key since the checks (a plain enqueue racing).
 -- created_at is read now, after the lock was granted, so the lane's order is admission order.
+-- Only inside the caller's clamp, only queued or pending, never a negative cost, and a delta
+-- only of a job in the lane: nothing else of the checks is the caller's to skip.
 create or replace function fairqueue.admission_insert(
     p_id uuid, p_type text, p_payload jsonb, p_tenant_id text, p_group_id text,
     p_dedupe_key text, p_max_attempts integer, p_lane text, p_delta_of uuid, p_cost bigint,
     p_upstream_id text, p_status text)
 returns table (status text, place bigint)
-language plpgsql volatile set search_path = pg_catalog, pg_temp
+language plpgsql volatile security definer set search_path = pg_catalog, pg_temp
 as $$
 #variable_conflict use_column
 declare
     v_created_at timestamptz;
 begin
+    perform fairqueue.door_argument(coalesce(fairqueue.within_clamp(p_tenant_id), false),
+        'admission_insert: a job is admitted only for the tenant the transaction is clamped to');
+    perform fairqueue.door_argument(p_status in ('queued', 'pending') and p_cost >= 0,
+        format('admission_insert: a job comes in queued or pending at a cost of 0 or more, got %s'
+               ' at %s', p_status, p_cost));
+    perform fairqueue.door_argument(p_delta_of is null or exists (
+            select 1 from fairqueue.all_jobs d
+             where d.id = p_delta_of and d.tenant_id is not distinct from p_tenant_id
+               and d.lane = p_lane),
+        format('admission_insert: no job %s in this lane', p_delta_of));
     insert into fairqueue.jobs as j (id, type, payload, tenant_id, group_id, dedupe_key,
                                      max_attempts, lane, delta_of, credit_cost, upstream_id,
                                      status, created_at)

@@ -108,7 +108,9 @@ grant execute on function fairqueue.mark_claimed_done(text[], uuid[], text) to f
 
 -- Claimed jobs marked done with their outputs: the ids that were still this claimer's. Those
 -- with no output by mark_claimed_done, in one statement; those with one tenant by tenant under
--- each tenant's clamp, since an output is the job's data.
+-- each tenant's clamp, since an output is the job's data. A door run as the owner, since the
+-- application role changes no job row itself (sql/policies/jobs.sql); a caller whose
+-- transaction is clamped finishes only jobs inside its clamp, as mark_claimed_done does.
 create or replace function fairqueue.complete_claimed(
     p_tenant_ids text[],
     p_ids uuid[],
@@ -116,7 +118,8 @@ create or replace function fairqueue.complete_claimed(
     p_locked_by text
 ) returns table (
     id uuid)
-language plpgsql set plan_cache_mode = force_generic_plan
+language plpgsql security definer set search_path = pg_catalog, pg_temp
+    set plan_cache_mode = force_generic_plan
 as $$
 declare
     owner record;
@@ -125,7 +128,11 @@ declare
     -- A variable, not a literal: in the generic plan no partial index over a status can be
     -- proven to match, so the ids are looked up by primary key whatever the statistics say.
     running_status constant text := 'running';
+    unclamped constant boolean := fairqueue.clamped_to_no_one();
 begin
+    perform fairqueue.door_claimed_batch('complete_claimed', p_tenant_ids, p_ids, p_locked_by);
+    perform fairqueue.door_argument(cardinality(p_outputs) = cardinality(p_ids),
+        'complete_claimed: one output (or null) for each id');
     select array_agg(c.tenant_id) filter (where c.output is null),
            array_agg(c.id) filter (where c.output is null)
       into plain_tenants, plain_ids
@@ -138,6 +145,7 @@ begin
         select c.tenant_id, array_agg(c.id) as ids, array_agg(c.output) as outputs
           from unnest(p_tenant_ids, p_ids, p_outputs) as c (tenant_id, id, output)
          where c.output is not null
+           and (unclamped or fairqueue.within_clamp(c.tenant_id))
          group by c.tenant_id
     loop
         perform fairqueue.clamp(owner.tenant_id);

@@ -1,8 +1,9 @@
 -- Enqueue (fairqueue.jobs.enqueue and fairqueue.bulk.enqueue_many): the clamp and the insert in
 -- one call, one round trip, on an autocommit connection its own transaction. Each clamps its
 -- transaction to the tenant unless it is clamped already (clamped_to, system and matches say
--- what the clamp is) and inserts only under the tenant's own clamp. They run as the caller (not
--- doors): row-level security holds the caller's clamp, and the insert names the tenant. PL/pgSQL,
+-- what the clamp is) and inserts only under the tenant's own clamp (`matches`). They are doors,
+-- run as the owner: the application role inserts no job itself (sql/policies/jobs.sql), so a
+-- new job's status, times and attempts are the table's defaults, never the caller's. PL/pgSQL,
 -- so that the connection plans each statement once and keeps the plan, with no prepared statement
 -- a transaction pooler could trip on: planning the same statement sent bare was a quarter of a
 -- single enqueue's time (docs/design/admission.md, "Enqueue in batches").
@@ -13,7 +14,7 @@ create or replace function fairqueue.enqueue_job(
     p_type text, p_tenant_id text, p_payload jsonb, p_group_id text, p_dedupe_key text,
     p_max_attempts integer, p_run_after timestamp with time zone, p_delay_s float8)
 returns table (clamped_to text, system boolean, matches boolean, id uuid)
-language plpgsql volatile set search_path = pg_catalog, pg_temp
+language plpgsql volatile security definer set search_path = pg_catalog, pg_temp
 as $$
 #variable_conflict use_column
 begin
@@ -54,7 +55,7 @@ create or replace function fairqueue.enqueue_jobs(
     p_type text, p_tenant_id text, p_payloads jsonb, p_group_ids text[], p_dedupe_keys text[],
     p_max_attempts integer[], p_run_afters timestamp with time zone[], p_delays_s float8[])
 returns table (clamped_to text, system boolean, matches boolean, ids uuid[])
-language plpgsql volatile set search_path = pg_catalog, pg_temp
+language plpgsql volatile security definer set search_path = pg_catalog, pg_temp
     set plan_cache_mode = force_generic_plan
 as $$
 #variable_conflict use_column

@@ -81,10 +81,19 @@ def test_admissions_in_many_lanes_at_once_spend_only_what_the_balance_holds(
     assert sorted(row["id"] for row in jobs) == sorted(a.job_id for a in admitted)
 
 
-def test_a_refund_pays_back_once_and_only_its_own_tenant(login: str, conn: Any) -> None:
+def test_a_refund_pays_back_a_failed_jobs_debit_once_and_only_its_own_tenant(
+    login: str, conn: Any
+) -> None:
     add_credits(conn, "acme", 5)
     with connect(login, autocommit=True) as c:
         admitted = admit(c, "ada", "paid_report", {}, tenant_id="acme")
+        with tenant_scope(c, "acme"):
+            # Still pending: nothing to pay back yet.
+            assert refund(c, "acme", admitted.job_id, "too soon") == 0
+        conn.execute(
+            "update fairqueue.jobs set status = 'failed', finished_at = now() where id = %s",
+            (admitted.job_id,),
+        )
         with tenant_scope(c, "globex"):
             assert refund(c, "globex", admitted.job_id, "not globex's") == 0
         with tenant_scope(c, "acme"):

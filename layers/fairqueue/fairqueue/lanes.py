@@ -255,8 +255,9 @@ def balance(conn: Connection, tenant_id: str | None) -> int:
 
 
 def refund(conn: Connection, tenant_id: str | None, job_id: UUID, note: str) -> int:
-    """Pay back a job's debit once, in the caller's transaction clamped to ``tenant_id``; the
-    amount, or 0."""
+    """Pay back a cancelled or failed job's debit once, in the caller's transaction clamped to
+    ``tenant_id``; the amount, or 0 (never charged, refunded already, or not cancelled or
+    failed)."""
     row = conn.execute(
         query("refund_job"), {"tenant_id": tenant_id, "job_id": job_id, "note": note}
     ).fetchone()

@@ -30,77 +30,43 @@ select fairqueue.extend_leases(%(tenant_ids)b::text[], %(ids)b::uuid[], %(locked
                                %(lease_s)s) as extended;
 
 -- name: retry_or_fail
--- Under the tenant's clamp. Backoff counts the attempt the claim already added: 2, then 4,
--- then 8 units (a unit is a minute unless the stage sets another).
-update fairqueue.jobs
-   set status = case when attempts >= max_attempts then 'failed' else 'pending' end,
-       run_after = case when attempts >= max_attempts then run_after
-                        else now() + power(2, attempts) * %(unit_s)s * interval '1 second' end,
-       finished_at = case when attempts >= max_attempts then now() end,
-       give_up_owed = attempts >= max_attempts,
-       lease_until = null,
-       last_error = %(error)s
- where id = %(id)s and tenant_id is not distinct from %(tenant_id)s
-   and status = 'running' and locked_by = %(locked_by)s
-returning id, status, run_after;
+-- A door (sql/functions/lifecycle.sql), under the tenant's clamp. Backoff counts the attempt the
+-- claim already added: 2, then 4, then 8 units (a unit is a minute unless the stage sets another).
+select id, status, run_after
+  from fairqueue.job_retry_or_fail(%(id)s, %(tenant_id)s, %(locked_by)s, %(error)s, %(unit_s)s);
 
 -- name: fail_now
--- Under the tenant's clamp.
-update fairqueue.jobs
-   set status = 'failed', give_up_owed = true, finished_at = now(), lease_until = null,
-       last_error = %(error)s
- where id = %(id)s and tenant_id is not distinct from %(tenant_id)s
-   and status = 'running' and locked_by = %(locked_by)s
-returning id;
+-- A door (sql/functions/lifecycle.sql), under the tenant's clamp.
+select id from fairqueue.job_fail_now(%(id)s, %(tenant_id)s, %(locked_by)s, %(error)s);
 
 -- name: defer
--- Under the tenant's clamp. Not an attempt: the claim's increment is undone.
-update fairqueue.jobs
-   set status = 'pending',
-       run_after = greatest(%(until)s::timestamptz, now()),
-       attempts = greatest(attempts - 1, 0),
-       lease_until = null
- where id = %(id)s and tenant_id is not distinct from %(tenant_id)s
-   and status = 'running' and locked_by = %(locked_by)s
-returning id, run_after;
+-- A door (sql/functions/lifecycle.sql), under the tenant's clamp. Not an attempt: the claim's
+-- increment is undone.
+select id, run_after
+  from fairqueue.job_defer(%(id)s, %(tenant_id)s, %(locked_by)s, %(until)s::timestamptz);
 
 -- name: give_back
--- Under the tenant's clamp. Claimed but never started: back as it was, attempt undone.
-update fairqueue.jobs
-   set status = 'pending', attempts = greatest(attempts - 1, 0), lease_until = null
- where id = any(%(ids)s::uuid[]) and tenant_id is not distinct from %(tenant_id)s
-   and status = 'running' and locked_by = %(locked_by)s
-returning id;
+-- A door (sql/functions/lifecycle.sql), under the tenant's clamp. Claimed but never started: back
+-- as it was, attempt undone.
+select id from fairqueue.jobs_give_back(%(ids)s::uuid[], %(tenant_id)s, %(locked_by)s);
 
 -- name: fail_abandoned
 -- A door (sql/functions/abandoned.sql): fails jobs that died on their last attempt, returns their ids.
 select id, type, tenant_id, last_error from fairqueue.fail_abandoned(%(types)s, %(limit)s);
 
 -- name: claim_by_id
--- Under the doorbell's tenant clamp: only a pending, due job of that tenant, of a type this
--- worker runs, outside a paused group. A duplicate, late or mismatched doorbell claims nothing.
--- The worker's transaction holds this statement alone, so a claim commits without waiting for
--- its WAL to reach disk, as claim_and_read's own transaction does (docs/design/claim.md, "A claim
--- commits without waiting for the disk"): set in the returning list, so only when a job is taken.
-update fairqueue.jobs j
-   set status = 'running',
-       attempts = j.attempts + 1,
-       locked_at = now(),
-       lease_until = now() + lease.seconds * interval '1 second',
-       locked_by = %(locked_by)s,
-       run_id = %(run_id)s
-  from unnest(%(types)s::text[], %(leases)s::float8[]) as lease (type, seconds)
- where j.id = %(id)s
-   and j.tenant_id is not distinct from %(tenant_id)s
-   and j.type = lease.type
-   and j.status = 'pending'
-   and j.run_after <= now()
-   and not exists (select 1 from fairqueue.groups g
-                    where g.key = j.group_key and g.tenant_id is not distinct from %(tenant_id)s
-                      and g.status = 'paused')
-returning j.id, j.type, j.payload, j.tenant_id, j.group_id, j.attempts, j.max_attempts, j.lane,
-          j.delta_of, j.upstream_id, j.released_at is not null as released, j.release_tries,
-          set_config('synchronous_commit', 'off', true) as commit_quickly;
+-- A door (sql/functions/lifecycle.sql), under the doorbell's tenant clamp: only a pending, due job
+-- of that tenant, of a type this worker runs, outside a paused group. A duplicate, late or
+-- mismatched doorbell claims nothing. The worker's transaction holds this statement alone, and
+-- the door has it commit without waiting for its WAL to reach disk when it takes the job, as
+-- claim_and_read's own transaction does (docs/design/claim.md, "A claim commits without waiting
+-- for the disk"). The payload, which no door returns, is read in the same statement under the
+-- clamp (the row as the statement began: a claim changes no payload).
+select c.id, c.type, j.payload, c.tenant_id, c.group_id, c.attempts, c.max_attempts, c.lane,
+       c.delta_of, c.upstream_id, c.released, c.release_tries
+  from fairqueue.job_claim_by_id(%(id)s, %(tenant_id)s, %(types)s::text[], %(leases)s::float8[],
+                                 %(locked_by)s, %(run_id)s) c
+  join fairqueue.jobs j on j.id = c.id and j.tenant_id is not distinct from c.tenant_id;
 
 -- name: stale_doorbells
 -- A door (sql/functions/doorbells.sql): due doorbell jobs whose last ring is stale.
@@ -110,20 +76,15 @@ select id, tenant_id from fairqueue.stale_doorbells(%(types)s, %(stale_s)s * int
 select fairqueue.mark_rung(%(ids)s::uuid[]) as rung;
 
 -- name: lock_owed_give_up
--- Under the tenant's clamp, in the transaction the give-up hook runs in: the failed job whose
--- hook is owed, locked; no row when it is not owed, or another process is firing it.
-select id
-  from fairqueue.jobs
- where id = %(id)s and tenant_id is not distinct from %(tenant_id)s
-   and status = 'failed' and give_up_owed
-   for update skip locked;
+-- A door (sql/functions/lifecycle.sql), under the tenant's clamp, in the transaction the give-up
+-- hook runs in: the failed job whose hook is owed, locked; no row when it is not owed, or
+-- another process is firing it.
+select id from fairqueue.job_lock_owed_give_up(%(id)s, %(tenant_id)s);
 
 -- name: mark_give_up_fired
--- Under the tenant's clamp, in the same transaction: the hook ran to its end.
-update fairqueue.jobs
-   set give_up_owed = false
- where id = %(id)s and tenant_id is not distinct from %(tenant_id)s
-   and status = 'failed' and give_up_owed;
+-- A door (sql/functions/lifecycle.sql), under the tenant's clamp, in the same transaction: the
+-- hook ran to its end.
+select fairqueue.job_give_up_fired(%(id)s, %(tenant_id)s) as fired;
 
 -- name: due_give_ups
 -- A door (sql/functions/give_ups.sql): hooks owed longer than the grace, across tenants.

@@ -88,13 +88,10 @@ select status, lane, delta_of
  where id = %(id)s and tenant_id is not distinct from %(tenant_id)s;
 
 -- name: cancel_job
--- Under the tenant's clamp, after the lane's lock: a job no claim holds yet becomes cancelled.
--- A claim that took it first has made it running, and the row is left as it is.
-update fairqueue.jobs
-   set status = 'cancelled', finished_at = now(), last_error = %(note)s
- where id = %(id)s and tenant_id is not distinct from %(tenant_id)s
-   and status in ('queued', 'pending')
-returning status, lane, delta_of;
+-- A door (sql/functions/lifecycle.sql), under the tenant's clamp, after the lane's lock: a job no
+-- claim holds yet becomes cancelled. A claim that took it first has made it running, and the row
+-- is left as it is.
+select status, lane, delta_of from fairqueue.job_cancel(%(id)s, %(tenant_id)s, %(note)s);
 
 -- name: job_for_retry
 -- Under the tenant's clamp: what a retry checks first, open or finished.

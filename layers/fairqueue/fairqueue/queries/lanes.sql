@@ -43,19 +43,9 @@ select j.id, j.type, j.status, j.lane, j.delta_of, j.attempts, j.created_at, j.f
  where j.id = %(id)s and j.tenant_id is not distinct from %(tenant_id)s and j.lane = %(lane)s;
 
 -- name: promote_next
--- Under the lane's lock and the tenant's clamp: the oldest queued first-pass job becomes
--- pending, unless a first-pass job already holds the lane.
-update fairqueue.jobs
-   set status = 'pending', run_after = now()
- where id = (select id from fairqueue.jobs
-              where tenant_id is not distinct from %(tenant_id)s and lane = %(lane)s and delta_of is null
-                and status = 'queued'
-              order by created_at, id
-              limit 1)
-   and not exists (select 1 from fairqueue.jobs
-                    where tenant_id is not distinct from %(tenant_id)s and lane = %(lane)s and delta_of is null
-                      and status in ('pending', 'running'))
-returning id, type;
+-- A door (sql/functions/lifecycle.sql), under the lane's lock and the tenant's clamp: the oldest
+-- queued first-pass job becomes pending, unless a first-pass job already holds the lane.
+select id, type from fairqueue.lane_promote_next(%(tenant_id)s, %(lane)s);
 
 -- name: lane_jobs
 -- Under the tenant's clamp: the lane's open jobs in order, the one holding it first, deltas
@@ -74,19 +64,13 @@ select id, type, status, lane, delta_of, attempts, created_at, finished_at, last
 select fairqueue.credit_balance(%(tenant_id)s) as balance;
 
 -- name: add_credits
-insert into fairqueue.credits (tenant_id, job_id, kind, amount, note)
-values (%(tenant_id)s, %(job_id)s, %(kind)s, %(amount)s, %(note)s)
-on conflict (job_id, kind) where kind <> 'grant' do nothing
-returning id;
+-- A door (sql/functions/credits.sql): a grant, or a debit of a job of the tenant.
+select id from fairqueue.credit_entry(%(tenant_id)s, %(job_id)s, %(kind)s, %(amount)s, %(note)s);
 
 -- name: refund_job
--- Pays back a job's debit once; nothing when it was never charged or already refunded.
-insert into fairqueue.credits (tenant_id, job_id, kind, amount, note)
-select tenant_id, job_id, 'refund', -amount, %(note)s
-  from fairqueue.credits
- where job_id = %(job_id)s and kind = 'debit' and tenant_id is not distinct from %(tenant_id)s
-on conflict (job_id, kind) where kind <> 'grant' do nothing
-returning amount;
+-- A door (sql/functions/credits.sql): pays back a cancelled or failed job's debit once; nothing
+-- when it was never charged or already refunded.
+select amount from fairqueue.credit_refund(%(tenant_id)s, %(job_id)s, %(note)s);
 
 -- name: stalled_lanes
 -- A door (sql/functions/lanes.sql): lanes with queued work and nothing holding them.

@@ -41,11 +41,9 @@ on conflict (job_id) do update
 returning job_id;
 
 -- name: mark_result_decided
--- Under the tenant's clamp: this job's result is written (or was refused by precedence), so
--- the backstop has nothing more to do for it.
-update fairqueue.jobs
-   set result_at = now()
- where id = %(id)s and tenant_id is not distinct from %(tenant_id)s and result_at is null;
+-- A door (sql/functions/lifecycle.sql), under the tenant's clamp: this job's result is written
+-- (or was refused by precedence), so the backstop has nothing more to do for it.
+select fairqueue.job_result_decided(%(id)s, %(tenant_id)s);
 
 -- name: read_result
 -- Under the tenant's clamp.

@@ -1,7 +1,7 @@
 -- name: set_plan
--- Under the tenant's clamp; the row is the tenant itself, named by its id.
-insert into fairqueue.tenants (id, plan) values (%(id)s, %(plan)s)
-on conflict (id) do update set plan = excluded.plan;
+-- A door (sql/functions/tenant_plans.sql), under the tenant's clamp: the tenant made, or its plan
+-- changed.
+select fairqueue.tenant_set_plan(%(id)s, %(plan)s);
 
 -- name: set_group_status
 -- Under the tenant's clamp. A group is its tenant's (its key is made of both), so another
