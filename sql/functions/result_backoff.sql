@@ -42,13 +42,12 @@ create or replace function fairqueue.claim_results_to_save(
     id uuid, tenant_id text)
 language sql security definer set search_path = pg_catalog, pg_temp
 as $$
-select fairqueue.door_argument(p_grace > interval '0',
-    format('claim_results_to_save: the grace must be positive, got %s', p_grace));
 select fairqueue.door_argument(p_limit between 1 and 10000,
     format('claim_results_to_save: limit must be from 1 to 10000, got %s', p_limit));
 select fairqueue.door_argument(p_tried is not null and cardinality(p_tried) <= 1000000,
     'claim_results_to_save: the jobs tried must be an array of at most 1000000 ids');
-select * from fairqueue.claim_results_to_save_unchecked(p_types, p_grace, p_limit, p_tried);
+select * from fairqueue.claim_results_to_save_unchecked(p_types,
+    fairqueue.result_grace('claim_results_to_save', p_grace), p_limit, p_tried);
 $$;
 
 alter function fairqueue.claim_results_to_save(text[], interval, integer, uuid[])

@@ -1,5 +1,5 @@
--- How long a missing result waits for its client before the backstop saves it, as the three
--- result doors take it: a millisecond to an hour (the longest grace is what trim_outputs keeps
+-- How long a missing result waits for its client before the backstop saves it, as the result
+-- doors take it: a millisecond to an hour (the longest grace is what trim_outputs keeps
 -- an output twice as long as; sql/functions/retention.sql). The bound of all three, once.
 create or replace function fairqueue.result_grace(p_door text, p_grace interval) returns interval
 language sql set search_path = pg_catalog, pg_temp
@@ -9,52 +9,6 @@ select fairqueue.door_duration(p_door, 'the grace', p_grace, interval '1 millise
 $$;
 alter function fairqueue.result_grace(text, interval) owner to fairqueue_owner;
 revoke all on function fairqueue.result_grace(text, interval) from public, fairqueue_app;
-
--- Locks (for the caller's transaction) done jobs of the given types whose result is missing and
--- that nothing has touched for the grace window, oldest first; skips rows another sweep holds.
-create or replace function fairqueue.claim_missing_results_unchecked(
-    p_types text[],
-    p_grace interval,
-    p_limit integer
-) returns table (
-    id uuid, tenant_id text)
-language sql set search_path = pg_catalog, pg_temp
-as $$
-select j.id, j.tenant_id
-  from fairqueue.jobs j
- where j.output is not null and j.result_at is null and j.status = 'done'
-   and j.finished_at < now() - p_grace
-   and j.type = any(p_types)
- order by j.finished_at
- limit p_limit
-   for update of j skip locked
-$$;
-
-alter function fairqueue.claim_missing_results_unchecked(text[], interval,
-    integer) owner to fairqueue_owner;
-revoke all on function fairqueue.claim_missing_results_unchecked(text[], interval,
-    integer) from public, fairqueue_app;
-
--- The door: checks the arguments, then runs claim_missing_results_unchecked as the owner.
-create or replace function fairqueue.claim_missing_results(
-    p_types text[],
-    p_grace interval,
-    p_limit integer
-) returns table (
-    id uuid, tenant_id text)
-language sql security definer set search_path = pg_catalog, pg_temp
-as $$
-select fairqueue.door_argument(p_limit between 1 and 10000,
-    format('claim_missing_results: limit must be from 1 to 10000, got %s', p_limit));
-select * from fairqueue.claim_missing_results_unchecked(p_types,
-    fairqueue.result_grace('claim_missing_results', p_grace), p_limit);
-$$;
-
-alter function fairqueue.claim_missing_results(text[], interval, integer) owner to fairqueue_owner;
-revoke all on function fairqueue.claim_missing_results(text[], interval, integer) from public,
-    fairqueue_app;
-grant execute on function fairqueue.claim_missing_results(text[], interval,
-    integer) to fairqueue_app;
 
 -- Result rows whose after_result hook is still owed after the grace window, oldest first.
 create or replace function fairqueue.due_result_hooks_unchecked(

@@ -103,13 +103,13 @@ REFUSED = [
     ("move_finished", "select fairqueue.move_finished(100, %s)", "1 mon -30 days"),
     ("move_finished", "select fairqueue.move_finished(100, %s)", "0.0001 s"),
     (
-        "claim_missing_results",
-        "select * from fairqueue.claim_missing_results(array['durations_output'], %s, 10)",
+        "claim_results_to_save",
+        "select * from fairqueue.claim_results_to_save(array['durations_output'], %s, 10, '{}')",
         "-1 mon 30 days 1 s",
     ),
     (
-        "claim_missing_results",
-        "select * from fairqueue.claim_missing_results(array['durations_output'], %s, 10)",
+        "claim_results_to_save",
+        "select * from fairqueue.claim_results_to_save(array['durations_output'], %s, 10, '{}')",
         "1 hour 1 s",
     ),
     (

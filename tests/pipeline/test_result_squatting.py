@@ -114,7 +114,7 @@ def test_the_migration_drops_rows_made_under_another_tenants_job_and_keeps_the_r
     conn.execute(INSERT_ROW, (gone, "a", gone))
     conn.execute("alter table fairqueue.results enable trigger results_job")
 
-    migration = ROOT / "sql" / "migrations" / "0050_result_rows_of_their_tenant.sql"
+    migration = ROOT / "sql" / "migrations" / "0045_result_rows_of_their_tenant.sql"
     conn.execute(migration.read_text())  # type: ignore[arg-type]
 
     assert result_rows(conn) == sorted([(mine, "a"), (gone, "a")])

@@ -80,7 +80,8 @@ HOSTILE_CALLS = [
     "select fairqueue.move_finished(0, interval '1 s')",
     "select fairqueue.move_finished(100, interval '1 minute')",
     "select fairqueue.trim_outputs(interval '-1 day', 100)",
-    "select * from fairqueue.claim_missing_results(array['served_kind'], interval '-1 day', 10)",
+    "select * from fairqueue.claim_results_to_save(array['served_kind'], interval '-1 day', 10,"
+    " '{}')",
     "select * from fairqueue.due_result_hooks(array['served_kind'], interval '1 s', 0)",
     "select * from fairqueue.fail_abandoned(array['served_kind'], 1000000)",
     "select * from fairqueue.stale_doorbells(array['served_kind'], interval '-1 s', 10)",

@@ -179,7 +179,6 @@ DOORS = {
     "stale_doorbells",
     "mark_rung",
     "stalled_lanes",
-    "claim_missing_results",
     "claim_results_to_save",
     "note_result_failure",
     "tidy_result_failures",

@@ -66,11 +66,6 @@ update fairqueue.results
    set hook_fired_at = now()
  where job_id = %(job_id)s and tenant_id is not distinct from %(tenant_id)s;
 
--- name: claim_missing_results
--- A door (sql/functions/results.sql): locks the batch for the caller's transaction.
-select id, tenant_id
-  from fairqueue.claim_missing_results(%(types)s, %(grace_s)s * interval '1 second', %(limit)s);
-
 -- name: due_result_hooks
 -- A door (sql/functions/results.sql).
 select job_id, tenant_id, type
