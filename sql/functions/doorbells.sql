@@ -31,11 +31,11 @@ create or replace function fairqueue.stale_doorbells(
     id uuid, tenant_id text)
 language sql stable security definer set search_path = pg_catalog, pg_temp
 as $$
-select fairqueue.door_argument(p_stale >= interval '0',
-    format('stale_doorbells: staleness must not be negative, got %s', p_stale));
 select fairqueue.door_argument(p_limit between 1 and 10000,
     format('stale_doorbells: limit must be from 1 to 10000, got %s', p_limit));
-select * from fairqueue.stale_doorbells_unchecked(p_types, p_stale, p_limit);
+select * from fairqueue.stale_doorbells_unchecked(p_types,
+    fairqueue.door_duration('stale_doorbells', 'the staleness', p_stale, interval '0',
+                            interval '1 day'), p_limit);
 $$;
 
 alter function fairqueue.stale_doorbells(text[], interval, integer) owner to fairqueue_owner;

@@ -32,11 +32,11 @@ create or replace function fairqueue.due_give_ups(
     id uuid, type text, tenant_id text, last_error text)
 language sql security definer set search_path = pg_catalog, pg_temp
 as $$
-select fairqueue.door_argument(p_grace > interval '0',
-    format('due_give_ups: the grace must be positive, got %s', p_grace));
 select fairqueue.door_argument(p_limit between 1 and 10000,
     format('due_give_ups: limit must be from 1 to 10000, got %s', p_limit));
-select * from fairqueue.due_give_ups_unchecked(p_types, p_grace, p_limit);
+select * from fairqueue.due_give_ups_unchecked(p_types,
+    fairqueue.door_duration('due_give_ups', 'the grace', p_grace, interval '1 millisecond',
+                            interval '1 day'), p_limit);
 $$;
 
 alter function fairqueue.due_give_ups(text[], interval, integer) owner to fairqueue_owner;

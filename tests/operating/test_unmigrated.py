@@ -46,6 +46,19 @@ def test_every_entry_point_says_migrate(unmigrated_dsn: str) -> None:
         ring_all(unmigrated_dsn, [UNMIGRATED], [Doorbell(job_id=uuid.uuid4(), tenant_id="t1")])
 
 
+@pytest.mark.timeout(60)
+def test_a_plain_psycopg_connection_gets_the_same_answer(unmigrated_dsn: str) -> None:
+    with psycopg.connect(unmigrated_dsn) as conn:
+        with pytest.raises(SchemaNotMigrated, match=NAMES_THE_FIX):
+            enqueue(conn, "unmigrated_echo", {}, tenant_id="t1")
+        conn.rollback()
+        with pytest.raises(SchemaNotMigrated, match=NAMES_THE_FIX):
+            enqueue_many(conn, "unmigrated_echo", [NewJob({})], tenant_id="t1")
+        conn.rollback()
+        with pytest.raises(SchemaNotMigrated, match=NAMES_THE_FIX):
+            admit(conn, "lane-1", "unmigrated_echo", {}, tenant_id="t1")
+
+
 @pytest.mark.timeout(30)
 def test_a_missing_table_of_someone_elses_is_left_as_it_is(dsn: str) -> None:
     with connect(dsn) as conn, pytest.raises(psycopg.errors.UndefinedTable):

@@ -121,6 +121,26 @@ REFUSED = [
     ("missing_results", "select * from fairqueue.missing_results(%s)", "0 s"),
     ("open_jobs", "select fairqueue.open_jobs(%s)", "1 mon"),
     ("open_jobs", "select fairqueue.open_jobs(%s)", "-1 s"),
+    (
+        "stale_doorbells",
+        "select * from fairqueue.stale_doorbells(array['durations_output'], %s, 10)",
+        "-1 mon 31 days",
+    ),
+    (
+        "stale_doorbells",
+        "select * from fairqueue.stale_doorbells(array['durations_output'], %s, 10)",
+        "1 day 1 s",
+    ),
+    (
+        "due_give_ups",
+        "select * from fairqueue.due_give_ups(array['durations_output'], %s, 10)",
+        "1 year -364 days",
+    ),
+    (
+        "due_give_ups",
+        "select * from fairqueue.due_give_ups(array['durations_output'], %s, 10)",
+        "0 s",
+    ),
 ]
 
 

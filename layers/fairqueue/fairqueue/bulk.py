@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 from typing import Any, Literal, TypeVar
 from uuid import UUID
 
-from .db import Connection
+from .db import Connection, names_missing_schema
 from .errors import FairqueueError, InvalidPayload, PayloadTooLarge
 from .inputs import MAX_ENQUEUE_MANY, MAX_ENQUEUE_MANY_BYTES, check_label, json_if_storable
 from .jobs import (
@@ -70,6 +70,7 @@ class Enqueued:
         return self.job_id is not None
 
 
+@names_missing_schema
 def enqueue_many(
     conn: Connection,
     job_type: str,

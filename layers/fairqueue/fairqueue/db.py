@@ -1,12 +1,13 @@
 """Connections: where the database URL comes from, and a clear error when there is none."""
 
+import functools
 import logging
 import re
 import sys
 from collections.abc import Callable
 from functools import cache
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, ParamSpec, TypeVar
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
@@ -21,6 +22,9 @@ Connection = psycopg.Connection[dict[str, Any]]
 
 # The role the library works as: it owns nothing and has no BYPASSRLS (docs/tenancy.md).
 APP_ROLE: Final = "fairqueue_app"
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 log = logging.getLogger("fairqueue.db")
 
@@ -86,6 +90,24 @@ def schema_not_migrated(exc: psycopg.Error) -> SchemaNotMigrated | None:
         f"the database lacks part of fairqueue's schema ({problem}): run `fairqueue migrate`"
         " against it first, as a role that may create the schema"
     )
+
+
+def names_missing_schema(function: Callable[P, R]) -> Callable[P, R]:
+    """``function`` raising SchemaNotMigrated where it met a database without fairqueue's
+    schema through a plain psycopg connection, as a ``FairqueueConnection`` already does: for
+    the entry points that take the caller's own connection (enqueue, enqueue_many, admit)."""
+
+    @functools.wraps(function)
+    def naming(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return function(*args, **kwargs)
+        except _MISSING_SCHEMA as exc:
+            missing = schema_not_migrated(exc)
+            if missing is None:
+                raise
+            raise missing from None
+
+    return naming
 
 
 def after_commit(conn: Connection, callback: Callable[[], None]) -> bool:

@@ -10,7 +10,7 @@ from uuid import UUID
 
 from pydantic import ValidationError
 
-from .db import Connection, after_commit
+from .db import Connection, after_commit, names_missing_schema
 from .doorbells import Doorbell, ringing
 from .errors import InvalidPayload, PayloadTooLarge, UnknownJobType
 from .inputs import check_attempts, check_delay, check_label, integral_numbers, storable_json
@@ -239,6 +239,7 @@ def insert(conn: Connection, job: PreparedJob) -> UUID | None:
     return job_id
 
 
+@names_missing_schema
 def enqueue(
     conn: Connection,
     job_type: str,

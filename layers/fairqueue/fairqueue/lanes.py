@@ -16,7 +16,7 @@ from uuid import UUID
 
 from psycopg.types.json import Jsonb
 
-from .db import Connection
+from .db import Connection, names_missing_schema
 from .errors import DuplicateJob, InsufficientCredit, InvalidPayload, UnknownJob
 from .inputs import check_label
 from .jobs import doorbell_of, prepare, ring_when_committed
@@ -65,6 +65,7 @@ def lock_balance(conn: Connection, tenant_id: str | None) -> None:
     )
 
 
+@names_missing_schema
 def admit(
     conn: Connection,
     lane: str,
