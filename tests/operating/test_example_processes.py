@@ -248,16 +248,23 @@ def test_the_development_upstream_is_refused_in_production(
     monkeypatch.setenv("FAIRQUEUE_ENV", "production")
     with pytest.raises(ConfigurationError, match="refused when FAIRQUEUE_ENV=production"):
         DatabaseUpstream(dsn=dsn)
-    # The example's stages cannot load there without a real upstream.
-    env = {**fairqueue_env(), "FAIRQUEUE_ENV": "production"}
-    done = subprocess.run(
-        [sys.executable, "-m", "fairqueue", "--database-url", dsn, "tick"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+
+    def tick(**extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "fairqueue", "--database-url", dsn, "tick"],
+            env={**fairqueue_env(), "FAIRQUEUE_ENV": "production", **extra},
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+
+    # Production names its stage list: the example is not taken by default.
+    done = tick()
+    assert done.returncode == 2
+    assert "FAIRQUEUE_ENV=production needs FAIRQUEUE_STAGES" in done.stderr
+    # Named, the example's stages cannot load there without a real upstream.
+    done = tick(FAIRQUEUE_STAGES="fairqueue.dev.example:STAGES")
     assert done.returncode == 2
     assert "DatabaseUpstream is refused when FAIRQUEUE_ENV=production" in done.stderr
 
