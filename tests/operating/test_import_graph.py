@@ -1,12 +1,16 @@
-"""The package's modules import each other without a circle.
+"""The package's modules import each other without a circle, and development code stays apart.
 
-Every import counts: at module level, inside ``if TYPE_CHECKING:`` and inside functions. A
-circle hidden in a function is still a circle; it only moves the failure to the first call.
+For circles every import counts: at module level, inside ``if TYPE_CHECKING:`` and inside
+functions. A circle hidden in a function is still a circle; it only moves the failure to the
+first call. For development code the rule is about what importing a module runs: nothing
+outside ``dev/`` and ``cli/`` imports ``fairqueue.dev`` when it is imported, since the Lambda
+layer leaves ``dev/`` (and ``cli/``) out.
 """
 
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterator
 from pathlib import Path
 
 import fairqueue
@@ -31,8 +35,20 @@ def _package_of(module: str, is_package: bool) -> list[str]:
     return parts if is_package else parts[:-1]
 
 
-def imported_modules(source: str, module: str = "", *, is_package: bool = True) -> set[str]:
-    """The package's modules that a module's source imports, anywhere in it. ``module`` and
+def run_at_import(tree: ast.AST) -> Iterator[ast.AST]:
+    """The nodes that run when the module is imported: all but the bodies of its functions
+    (a class's body runs, its methods' do not)."""
+    for node in ast.iter_child_nodes(tree):
+        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+            yield node
+            yield from run_at_import(node)
+
+
+def imported_modules(
+    source: str, module: str = "", *, is_package: bool = True, at_import: bool = False
+) -> set[str]:
+    """The package's modules that a module's source imports, anywhere in it (with
+    ``at_import``, only where importing the module runs the import). ``module`` and
     ``is_package`` place the source in the package, for its relative imports."""
     found: set[str] = set()
 
@@ -45,7 +61,8 @@ def imported_modules(source: str, module: str = "", *, is_package: bool = True) 
         if not names or not submodules <= MODULES:
             found.add(base)
 
-    for node in ast.walk(ast.parse(source)):
+    tree = ast.parse(source)
+    for node in run_at_import(tree) if at_import else ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 parts = alias.name.split(".")
@@ -63,12 +80,14 @@ def imported_modules(source: str, module: str = "", *, is_package: bool = True) 
     return found & MODULES
 
 
-def import_graph() -> dict[str, set[str]]:
+def import_graph(*, at_import: bool = False) -> dict[str, set[str]]:
     graph = {}
     for path in sorted(PACKAGE.rglob("*.py")):
         name = module_name(path)
         source = path.read_text(encoding="utf-8")
-        imported = imported_modules(source, name, is_package=path.name == "__init__.py")
+        imported = imported_modules(
+            source, name, is_package=path.name == "__init__.py", at_import=at_import
+        )
         graph[name] = imported - {name}
     return graph
 
@@ -137,3 +156,44 @@ def test_the_families_live_in_folders() -> None:
     assert folders == {"api", "cli", "dev", "doorbells", "pipeline", "roles"}
     for folder in folders:  # each folder says what it holds
         assert ast.get_docstring(ast.parse((PACKAGE / folder / "__init__.py").read_text()))
+
+
+def test_the_walk_at_import_leaves_out_function_bodies() -> None:
+    source = (
+        "from ..dev import upstream\n"
+        "if True:\n"
+        "    from ..dev import example\n"
+        "class Late:\n"
+        "    from ..lanes import admit\n"
+        "    def method(self):\n"
+        "        from ..dev import pooler\n"
+        "def late():\n"
+        "    from ..dev import embedded\n"
+        "later = lambda: __import__('x')\n"
+    )
+    assert imported_modules(source, "roles.startup", is_package=False, at_import=True) == {
+        "dev.upstream",
+        "dev.example",
+        "lanes",
+    }
+
+
+def development_code(module: str) -> bool:
+    return module == "dev" or module.startswith("dev.")
+
+
+def test_nothing_outside_dev_and_cli_imports_dev_at_import() -> None:
+    """The rule that lets the Lambda layer leave dev/ out: a module that needs development code
+    imports it in the function that uses it, after checking it may."""
+    graph = import_graph(at_import=True)
+    assert "dev.upstream" in graph["dev.example"]  # the walk reads the real package
+    assert "dev.lambda_loop" in graph["cli"]
+    offenders = {
+        module: sorted(filter(development_code, imported))
+        for module, imported in graph.items()
+        if not development_code(module)
+        and module != "cli"
+        and not module.startswith("cli.")
+        and any(map(development_code, imported))
+    }
+    assert offenders == {}

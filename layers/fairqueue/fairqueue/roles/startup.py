@@ -3,9 +3,11 @@
 A development upstream (``fairqueue.dev.upstream``) keeps its held work in the command's own
 database, which ``--database-url`` may name instead of ``DATABASE_URL``: it is bound to it, so
 the process that admits and the one that releases share it. When the stages are the example's,
-the example's quota is defined unless it exists (``fairqueue.dev.example.prepare_database``). The
-example is imported here only when it already was, by loading its stages: production code
-never loads it.
+the example's quota is defined unless it exists (``fairqueue.dev.example.prepare_database``).
+
+Development code is imported here only when it already was, by loading the stages: a stage can
+hold a development upstream only if ``fairqueue.dev.upstream`` was imported to make it. So
+production, whose Lambda layer leaves ``fairqueue.dev`` out, never imports it.
 """
 
 from __future__ import annotations
@@ -14,12 +16,14 @@ import sys
 from collections.abc import Sequence
 
 from ..db import connect
-from ..dev.upstream import bind_stages
 from ..stage import Stage
 
 
 def prepare(stages: Sequence[Stage], dsn: str) -> None:
-    bind_stages(stages, dsn)
+    if "fairqueue.dev.upstream" in sys.modules:
+        from ..dev.upstream import bind_stages  # already loaded: this costs no import
+
+        bind_stages(stages, dsn)
     if "fairqueue.dev.example" not in sys.modules:
         return
     from ..dev import example  # already loaded: this costs no import
