@@ -1,13 +1,17 @@
 """One build recipe for the functions: template.yaml, functions/Makefile and the handler modules
-agree, a build copies what a function needs, and no handler module shadows another module.
+agree, a build copies what a function needs, and no handler module shadows another module. The
+layer carries the package without its development code, and every function cold-starts from it.
 
-No database and no sam here: the pattern rule is run with make directly, as sam runs it.
+No database and no sam here: the pattern rule, and the layer's library target, are run with make
+directly, as sam runs them (the layer's dependencies are pip's, and `sam build` installs them).
 """
 
 from __future__ import annotations
 
 import ast
 import importlib.util
+import json
+import os
 import re
 import shutil
 import subprocess
@@ -16,9 +20,13 @@ from pathlib import Path
 
 import pytest
 
-from support.deployed import ROOT, load_template
+from support.deployed import ROOT, Stack, load_template, runtime_environment
 
 FUNCTIONS = ROOT / "functions"
+LAYER = ROOT / "layers" / "fairqueue"
+TESTS = ROOT / "tests"
+# What layers/fairqueue/Makefile leaves out of the package (its DEVELOPMENT_ONLY), as files.
+DEVELOPMENT_ONLY = ("dev/", "cli/", "__main__.py", "queries/dev_upstream.sql")
 
 
 def serverless_functions() -> dict[str, dict[str, object]]:
@@ -99,3 +107,126 @@ def test_a_function_without_a_handler_module_does_not_build(tmp_path: Path) -> N
     assert built.returncode != 0
     assert "no handler module for build-NopeFunction" in built.stderr
     assert not (tmp_path / "out").exists()
+
+
+@pytest.fixture(scope="module")
+def layer_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The layer's ``python/`` folder as the build leaves it, less the dependencies (the
+    test's own interpreter has those)."""
+    artifacts = tmp_path_factory.mktemp("FairqueueLayer")
+    subprocess.run(
+        ["make", "--makefile", str(LAYER / "Makefile"), "layer-library"],
+        cwd=artifacts,
+        env={"PATH": "/usr/bin:/bin", "ARTIFACTS_DIR": str(artifacts)},
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    return artifacts / "python"
+
+
+def package_files(package: Path) -> set[str]:
+    """The package's files, through the source's ``sql`` link as the build copies it."""
+    return {
+        (Path(folder) / name).relative_to(package).as_posix()
+        for folder, _, names in os.walk(package, followlinks=True)
+        for name in names
+        if "__pycache__" not in Path(folder).parts
+    }
+
+
+def test_the_layer_carries_the_package_without_its_development_code(layer_site: Path) -> None:
+    source = package_files(LAYER / "fairqueue")
+    shipped = package_files(layer_site / "fairqueue")
+    development = {name for name in source if name.startswith(DEVELOPMENT_ONLY)}
+    assert "dev/embedded.py" in development and "cli/__init__.py" in development
+    assert shipped == source - development
+    assert not (layer_site / "fairqueue" / "dev").exists()
+    assert {path.name for path in layer_site.iterdir()} == {"fairqueue"}
+
+
+def cold_start(layer_site: Path, logical_id: str, **parameters: str) -> dict[str, object]:
+    """Import the function's handler module, as Lambda's cold start does, with the template's
+    environment and only the layer's package: what it imported of the package, or its error."""
+    stack = Stack(
+        parameters={
+            "DatabaseSecretArn": "arn:aws:secretsmanager:us-east-1:123456789012:secret:db-Ab12Cd",
+            "JwtIssuer": "https://issuer.example.com",
+            "JwtAudience": "fairqueue-client",
+            **parameters,
+        },
+        refs={
+            "DoorbellQueue": "https://sqs.us-east-1.amazonaws.com/123456789012/doorbells",
+            "DoorbellDeadLetterQueue": "https://sqs.us-east-1.amazonaws.com/123456789012/dlq",
+        },
+        attributes={
+            ("DoorbellQueue", "QueueName"): "doorbells",
+            ("DoorbellQueue", "Arn"): "arn:aws:sqs:us-east-1:123456789012:doorbells",
+            ("DoorbellDeadLetterQueue", "Arn"): "arn:aws:sqs:us-east-1:123456789012:dlq",
+        },
+    )
+    function = stack.function(logical_id)
+    script = (
+        "import importlib.util, json, sys\n"
+        "import fairqueue\n"
+        "report = {'package': fairqueue.__file__,"
+        " 'dev': importlib.util.find_spec('fairqueue.dev') is not None}\n"
+        "try:\n"
+        "    spec = importlib.util.spec_from_file_location(sys.argv[1], sys.argv[2])\n"
+        "    spec.loader.exec_module(importlib.util.module_from_spec(spec))\n"
+        "except Exception as exc:\n"
+        "    report['error'] = f'{type(exc).__name__}: {exc}'\n"
+        "report['modules'] = sorted(m for m in sys.modules if m.startswith('fairqueue'))\n"
+        "print(json.dumps(report))\n"
+    )
+    started = subprocess.run(
+        [sys.executable, "-c", script, function.handler_file.stem, str(function.handler_file)],
+        cwd=function.handler_file.parent,
+        env={
+            "PATH": os.environ["PATH"],
+            # The layer's package first, before the editable install of the source tree; the
+            # tests' folder stands for the function's own code (its stage list).
+            "PYTHONPATH": os.pathsep.join([str(layer_site), str(TESTS)]),
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            **runtime_environment(function),
+            **function.environment,
+        },
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    report = json.loads(started.stdout.splitlines()[-1])
+    assert isinstance(report, dict)
+    return report
+
+
+@pytest.mark.parametrize("logical_id", sorted(serverless_functions()))
+def test_every_function_cold_starts_from_the_layer_without_the_development_code(
+    layer_site: Path, logical_id: str
+) -> None:
+    report = cold_start(layer_site, logical_id, StagesSpec="support.deployed_stages:STAGES")
+    assert report.get("error") is None, report["error"]
+    assert report["package"] == str(layer_site / "fairqueue" / "__init__.py")
+    assert report["dev"] is False
+    modules = report["modules"]
+    assert isinstance(modules, list)
+    assert "fairqueue.roles.function" in modules
+    assert [m for m in modules if m.startswith(("fairqueue.dev", "fairqueue.cli"))] == []
+
+
+def test_a_function_naming_the_example_from_the_layer_says_it_is_development_code(
+    layer_site: Path,
+) -> None:
+    report = cold_start(
+        layer_site,
+        "CronFunction",
+        StagesSpec="fairqueue.dev.example:STAGES",
+        UpstreamUrl="https://upstream.example.com",
+    )
+    assert report["error"] == (
+        "ConfigurationError: 'fairqueue.dev.example:STAGES' needs fairqueue.dev, development"
+        " code that the Lambda layer leaves out: set FAIRQUEUE_STAGES (StagesSpec) to your own"
+        " stage list"
+    )

@@ -34,6 +34,8 @@ from ..validation import problems
 
 # The package's own loggers: every module's logger is a child of this one.
 LIBRARY_LOGGER = "fairqueue"
+# Development code (the example's stages among it), which the Lambda layer leaves out.
+DEVELOPMENT_PACKAGE = "fairqueue.dev"
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -121,6 +123,12 @@ def load_stages(spec: str | None = None) -> list[Stage]:
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
+        missing = exc.name or ""
+        if missing == DEVELOPMENT_PACKAGE or missing.startswith(f"{DEVELOPMENT_PACKAGE}."):
+            raise ConfigurationError(
+                f"{target!r} needs {DEVELOPMENT_PACKAGE}, development code that the Lambda"
+                " layer leaves out: set FAIRQUEUE_STAGES (StagesSpec) to your own stage list"
+            ) from None
         raise ConfigurationError(
             f"cannot import {module_name!r} named by {target!r}: {exc}"
         ) from exc
