@@ -22,7 +22,6 @@ from uuid import UUID
 
 import pytest
 
-import fairqueue.dev.example  # noqa: F401 - declares the example's stages for enqueue
 from fairqueue import enqueue
 from fairqueue.db import Connection
 from fairqueue.dev import pooler as local_pooler

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 from psycopg.conninfo import make_conninfo
 
-import fairqueue.dev.example  # noqa: F401 - declares the example's stages for enqueue
 from fairqueue import enqueue
 from fairqueue.db import Connection
 from fairqueue.dev import pooler as local_pooler
+from support import deployed_stages  # noqa: F401 - declares summarize for enqueue
 from support.deployment import FUNCTIONS, Deployment
 from support.rows import job, runs
 

@@ -22,14 +22,13 @@ from fairqueue.db import Connection
 from fairqueue.doorbells import Doorbell
 from support import deployed_stages  # noqa: F401 - declares slow_bell for enqueue
 from support.deployed import REGION, DeployRefused, Stack, load_template
-from support.deployment import FUNCTIONS, Deployment
+from support.deployment import Deployment
 from support.rows import job, runs
 
 pytest_plugins = ["support.moto_sqs", "support.deployment_fixture"]
 
 # The deployer's own stage list, the one parameter the defaults leave to them.
 OWN_STAGES = "support.deployed_stages:STAGES"
-EXAMPLE = "fairqueue.dev.example:STAGES"
 ADMISSION_API = {"JwtIssuer": "https://issuer.example.com", "JwtAudience": "fairqueue-client"}
 # The scheduled functions that record their tick as a run row, and their closing log line.
 RUN_ROWS = {"CronFunction": "run closed", "SweeperFunction": "sweep closed"}
@@ -43,34 +42,22 @@ def test_a_deploy_that_names_no_stage_list_is_refused_naming_stages_spec(
     assert str(refused.value) == "Parameters: [StagesSpec] must have values"
 
 
-def test_the_example_without_an_upstream_is_refused_naming_upstream_url(
-    deployment: Deployment,
+@pytest.mark.parametrize("spec", ["fairqueue.dev.example:STAGES", "fairqueue.dev:STAGES"])
+def test_a_development_stage_list_is_refused_naming_stages_spec(
+    deployment: Deployment, spec: str
 ) -> None:
+    """The layer leaves fairqueue.dev out: its stage lists could only fail at cold start."""
     with pytest.raises(DeployRefused) as refused:
-        deployment.stack(defaults=True, StagesSpec=EXAMPLE)
-    assert str(refused.value).startswith(
-        "StagesSpec=fairqueue.dev.example:STAGES needs UpstreamUrl"
+        deployment.stack(defaults=True, StagesSpec=spec, UpstreamUrl=deployment.upstream.url)
+    assert str(refused.value) == (
+        "Parameter 'StagesSpec' must look like module:attribute, e.g. my_stages:STAGES, and"
+        " name your own stage list (fairqueue.dev, the bundled example's, is development code"
+        " that the layer leaves out)."
     )
-    with_upstream = deployment.stack(
-        defaults=True, StagesSpec=EXAMPLE, UpstreamUrl=deployment.upstream.url
+    own = deployment.stack(defaults=True, StagesSpec="fairqueue_devices:STAGES")
+    assert (
+        own.function("CronFunction").environment["FAIRQUEUE_STAGES"] == "fairqueue_devices:STAGES"
     )
-    assert with_upstream.function("CronFunction").environment["FAIRQUEUE_STAGES"] == EXAMPLE
-
-
-def test_what_the_upstream_rule_refuses_is_what_fails_at_cold_start(
-    deployment: Deployment,
-) -> None:
-    """Without the rule, every function of the example with no upstream dies at cold start:
-    the example's development upstream is refused in production."""
-    unchecked = deployment.stack(defaults=True, StagesSpec=EXAMPLE, check_rules=False)
-    deployed = [logical_id for logical_id in FUNCTIONS if unchecked.deploys(logical_id)]
-    assert deployed == ["CronFunction", "WorkerFunction", "SweeperFunction", "BackstopFunction"]
-    for logical_id in deployed:
-        process = deployment.cold_start(unchecked.function(logical_id))
-        assert process.init_error is not None, logical_id
-        assert process.init_error.startswith(
-            "ConfigurationError: DatabaseUpstream is refused when FAIRQUEUE_ENV=production"
-        ), process.init_error
 
 
 @pytest.mark.parametrize(

@@ -15,6 +15,7 @@ from typing import Any
 
 import boto3
 
+import fairqueue
 from fairqueue.doorbells import Doorbell
 from support.deployed import (
     REGION,
@@ -31,6 +32,7 @@ from support.deployed import (
 from support.upstream_service import FakeService
 
 TESTS = Path(__file__).resolve().parents[1]
+PACKAGE_ROOT = Path(fairqueue.__file__).resolve().parents[1]
 # Every function the template deploys, by logical id.
 FUNCTIONS = (
     "CronFunction",
@@ -96,11 +98,11 @@ class Deployment:
     def _parameters(self, *, defaults: bool, **overrides: str) -> dict[str, str]:
         """The parameters of a deploy: with ``defaults``, only the database secret (which has
         a local stand-in) and ``overrides``, the template's defaults for the rest; else the
-        example stages with every part deployed (the upstream, the admission API)."""
+        tests' full stage list with every part deployed (the upstream, the admission API)."""
         given = {"DatabaseSecretArn": self.secret_arn}
         if not defaults:
             given |= {
-                "StagesSpec": "fairqueue.dev.example:STAGES",
+                "StagesSpec": "support.deployed_stages:PIPELINE",
                 "JwtIssuer": "https://issuer.example.com",
                 "JwtAudience": "fairqueue-client",
                 "UpstreamUrl": self.upstream.url,
@@ -139,8 +141,9 @@ class Deployment:
             "PATH": os.environ["PATH"],
             "HOME": str(self.workdir),
             "PYTHONUNBUFFERED": "1",
-            # The function's own code: a stage list the template's StagesSpec may name.
-            "PYTHONPATH": str(TESTS),
+            # The package under test (whichever checkout this test process imports it from),
+            # and the function's own code: a stage list the template's StagesSpec may name.
+            "PYTHONPATH": os.pathsep.join([str(PACKAGE_ROOT), str(TESTS)]),
             # The role's credentials, as Lambda passes them.
             "AWS_ACCESS_KEY_ID": "testing",
             "AWS_SECRET_ACCESS_KEY": "testing",
