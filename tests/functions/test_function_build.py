@@ -145,14 +145,18 @@ def test_the_layer_carries_the_package_without_its_development_code(layer_site: 
     assert {path.name for path in layer_site.iterdir()} == {"fairqueue"}
 
 
-def cold_start(layer_site: Path, logical_id: str, **parameters: str) -> dict[str, object]:
+def cold_start(
+    layer_site: Path, logical_id: str, stages: str, **parameters: str
+) -> dict[str, object]:
     """Import the function's handler module, as Lambda's cold start does, with the template's
-    environment and only the layer's package: what it imported of the package, or its error."""
+    environment (``FAIRQUEUE_STAGES`` set to ``stages``, which the template itself may refuse)
+    and only the layer's package: what it imported of the package, or its error."""
     stack = Stack(
         parameters={
             "DatabaseSecretArn": "arn:aws:secretsmanager:us-east-1:123456789012:secret:db-Ab12Cd",
             "JwtIssuer": "https://issuer.example.com",
             "JwtAudience": "fairqueue-client",
+            "StagesSpec": "support.deployed_stages:STAGES",
             **parameters,
         },
         refs={
@@ -191,6 +195,7 @@ def cold_start(layer_site: Path, logical_id: str, **parameters: str) -> dict[str
             "AWS_SECRET_ACCESS_KEY": "testing",
             **runtime_environment(function),
             **function.environment,
+            "FAIRQUEUE_STAGES": stages,
         },
         capture_output=True,
         text=True,
@@ -206,7 +211,7 @@ def cold_start(layer_site: Path, logical_id: str, **parameters: str) -> dict[str
 def test_every_function_cold_starts_from_the_layer_without_the_development_code(
     layer_site: Path, logical_id: str
 ) -> None:
-    report = cold_start(layer_site, logical_id, StagesSpec="support.deployed_stages:STAGES")
+    report = cold_start(layer_site, logical_id, "support.deployed_stages:STAGES")
     assert report.get("error") is None, report["error"]
     assert report["package"] == str(layer_site / "fairqueue" / "__init__.py")
     assert report["dev"] is False
@@ -219,10 +224,12 @@ def test_every_function_cold_starts_from_the_layer_without_the_development_code(
 def test_a_function_naming_the_example_from_the_layer_says_it_is_development_code(
     layer_site: Path,
 ) -> None:
+    """What a stack that got past the template's pattern (or a function deployed some other
+    way) would meet."""
     report = cold_start(
         layer_site,
         "CronFunction",
-        StagesSpec="fairqueue.dev.example:STAGES",
+        "fairqueue.dev.example:STAGES",
         UpstreamUrl="https://upstream.example.com",
     )
     assert report["error"] == (
