@@ -237,3 +237,29 @@ def test_a_function_naming_the_example_from_the_layer_says_it_is_development_cod
         " code that the Lambda layer leaves out: set FAIRQUEUE_STAGES (StagesSpec) to your own"
         " stage list"
     )
+
+
+def test_the_layer_outside_production_without_a_database_says_it_has_no_embedded_postgres(
+    layer_site: Path,
+) -> None:
+    script = (
+        "from fairqueue.db import resolve_dsn\n"
+        "from fairqueue.errors import DatabaseUnavailable\n"
+        "try:\n"
+        "    resolve_dsn()\n"
+        "except DatabaseUnavailable as exc:\n"
+        "    print(exc)\n"
+    )
+    refused = subprocess.run(
+        [sys.executable, "-c", script],
+        env={"PATH": os.environ["PATH"], "PYTHONPATH": str(layer_site)},
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    assert refused.stdout == (
+        "no DATABASE_URL, and no embedded Postgres in this install (fairqueue.dev is development"
+        " code, left out of the Lambda layer): set DATABASE_URL\n"
+    )
+    assert refused.stderr == ""

@@ -159,7 +159,15 @@ def embedded_database() -> str:
     """The embedded Postgres in ``.pgdata/``, started (or joined) once per process, and said
     once on stderr, so that nobody takes it for the database they meant."""
     # Development only: the wheels it needs are the dev extra's, so it is imported here.
-    from .dev.embedded import embedded_dsn
+    try:
+        from .dev.embedded import embedded_dsn
+    except ModuleNotFoundError as exc:
+        if exc.name != "fairqueue.dev":
+            raise
+        raise DatabaseUnavailable(
+            "no DATABASE_URL, and no embedded Postgres in this install (fairqueue.dev is"
+            " development code, left out of the Lambda layer): set DATABASE_URL"
+        ) from None
 
     found = embedded_dsn(EMBEDDED_DATA_DIR)
     print(f"no DATABASE_URL: using the embedded Postgres in {EMBEDDED_DATA_DIR}/", file=sys.stderr)
