@@ -77,7 +77,7 @@ def test_defaults_without_any_variable() -> None:
         ("FAIRQUEUE_ROLE", "chef", "FAIRQUEUE_ROLE='chef' is not one of: cron, worker"),
         ("FAIRQUEUE_STAGES", "no_colon", "FAIRQUEUE_STAGES must look like module:attribute"),
         ("FAIRQUEUE_UPSTREAM_TIMEOUT_S", "soon", "FAIRQUEUE_UPSTREAM_TIMEOUT_S must be a number"),
-        ("FAIRQUEUE_RESULT_GRACE_S", "-1", "FAIRQUEUE_RESULT_GRACE_S must be over 0"),
+        ("FAIRQUEUE_RESULT_GRACE_S", "-1", "FAIRQUEUE_RESULT_GRACE_S must be at least 0.001"),
         ("FAIRQUEUE_RESULT_BATCH", "10001", "FAIRQUEUE_RESULT_BATCH must be at most 10000"),
         ("FAIRQUEUE_API_PORT", "70000", "FAIRQUEUE_API_PORT must be at most 65535"),
         ("FAIRQUEUE_API_POOL_SIZE", "0", "FAIRQUEUE_API_POOL_SIZE must be at least 1"),

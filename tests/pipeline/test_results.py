@@ -423,15 +423,15 @@ def test_results_by_writer_since_a_time_counts_only_what_was_saved_since(dsn, ap
     [
         ({"FAIRQUEUE_RESULT_GRACE_S": "soon"}, "FAIRQUEUE_RESULT_GRACE_S"),
         ({"FAIRQUEUE_OUTPUT_RETENTION_S": "0"}, "FAIRQUEUE_OUTPUT_RETENTION_S"),
-        # Within the variable's own bounds, past what the doors take.
+        # Past what the doors take.
         (
             {"FAIRQUEUE_OUTPUT_RETENTION_S": "60"},
-            "FAIRQUEUE_OUTPUT_RETENTION_S must be from 7,200 to 316,224,000, got 60",
+            "FAIRQUEUE_OUTPUT_RETENTION_S must be at least 7200, got '60'",
         ),
         (
             {"FAIRQUEUE_RESULT_GRACE_S": "7200", "FAIRQUEUE_JOB_RETENTION_S": "1e12"},
-            "FAIRQUEUE_RESULT_GRACE_S must be from 0.001 to 3,600, got 7,200; "
-            "FAIRQUEUE_JOB_RETENTION_S must be from 86,400 to 316,224,000, got 1,000,000,000,000",
+            "FAIRQUEUE_RESULT_GRACE_S must be at most 3600, got '7200'; "
+            "FAIRQUEUE_JOB_RETENTION_S must be at most 316224000, got '1e12'",
         ),
     ],
 )

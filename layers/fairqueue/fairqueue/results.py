@@ -12,20 +12,19 @@ in the transaction that marks it fired, from whichever path recorded it.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
 from datetime import datetime
-from typing import Any, Final
+from typing import Any
 from uuid import UUID
 
 import psycopg
 from psycopg.types.json import Jsonb
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field
 
 from .db import Connection, after_commit
-from .errors import ConfigurationError, InvalidPayload, JobNotFinished, UnknownJob
+from .errors import InvalidPayload, JobNotFinished, UnknownJob
 from .inputs import storable_json
 from .queries import query
-from .settings import settings
+from .settings import settings, within
 from .stage import Result as Result  # its home is fairqueue.stage; still importable from here
 from .stage import Stage, Writer, known_stage
 from .tenancy import tenant_scope, tenant_transaction
@@ -33,62 +32,32 @@ from .tenancy import tenant_scope, tenant_transaction
 log = logging.getLogger("fairqueue.results")
 
 
-# The bounds of each result setting, the ones the database's doors take (sql/functions/
-# results.sql, retention.sql, partitions.sql), so the backstop never hands a door a value it
-# refuses: a grace of a millisecond to an hour; an output kept two hours (twice the longest
-# grace) to ten years; a finished job kept a day to ten years; 1 to 10,000 results a batch.
-TEN_YEARS_S: Final = 3660 * 86_400.0
-RESULT_SETTING_BOUNDS: Final[Mapping[str, tuple[str, float, float]]] = {
-    "grace_s": ("FAIRQUEUE_RESULT_GRACE_S", 0.001, 3_600.0),
-    "output_retention_s": ("FAIRQUEUE_OUTPUT_RETENTION_S", 7_200.0, TEN_YEARS_S),
-    "job_retention_s": ("FAIRQUEUE_JOB_RETENTION_S", 86_400.0, TEN_YEARS_S),
-    "batch": ("FAIRQUEUE_RESULT_BATCH", 1, 10_000),
-}
-
-
 def _bounded(name: str, default: float) -> Any:
-    _, least, most = RESULT_SETTING_BOUNDS[name]
-    return Field(default=default, ge=least, le=most)
+    return Field(default=default, **within(name))
 
 
 class ResultSettings(BaseModel):
     """How long a missing result may wait for its client, and how long outputs and finished
     jobs are kept, and how many the backstop takes per batch. From ``FAIRQUEUE_RESULT_GRACE_S``,
     ``FAIRQUEUE_OUTPUT_RETENTION_S``, ``FAIRQUEUE_JOB_RETENTION_S`` and
-    ``FAIRQUEUE_RESULT_BATCH``, each within ``RESULT_SETTING_BOUNDS``."""
+    ``FAIRQUEUE_RESULT_BATCH``, each within ``settings.RESULT_BOUNDS``."""
 
-    grace_s: float = _bounded("grace_s", 120.0)
+    grace_s: float = _bounded("result_grace_s", 120.0)
     output_retention_s: float = _bounded("output_retention_s", 86_400.0)
     job_retention_s: float = _bounded("job_retention_s", 7 * 86_400.0)
-    batch: int = _bounded("batch", 100)
+    batch: int = _bounded("result_batch", 100)
 
     @classmethod
     def from_env(cls) -> ResultSettings:
-        """The settings the environment gives; ConfigurationError naming each variable out of
-        its bounds."""
+        """The settings the environment gives (``settings()`` refuses, naming the variable, one
+        out of its bounds)."""
         config = settings()
-        try:
-            return cls(
-                grace_s=config.result_grace_s,
-                output_retention_s=config.output_retention_s,
-                job_retention_s=config.job_retention_s,
-                batch=config.result_batch,
-            )
-        except ValidationError as exc:
-            raise ConfigurationError(
-                "; ".join(
-                    _out_of_bounds(str(error["loc"][0]), error["input"]) for error in exc.errors()
-                )
-            ) from None
-
-
-def _out_of_bounds(name: str, value: float) -> str:
-    variable, least, most = RESULT_SETTING_BOUNDS[name]
-    return f"{variable} must be from {_number(least)} to {_number(most)}, got {_number(value)}"
-
-
-def _number(value: float) -> str:
-    return f"{value:,.0f}" if float(value).is_integer() else f"{value:g}"
+        return cls(
+            grace_s=config.result_grace_s,
+            output_retention_s=config.output_retention_s,
+            job_retention_s=config.job_retention_s,
+            batch=config.result_batch,
+        )
 
 
 def check_body(body: Any, what: str) -> dict[str, Any]:

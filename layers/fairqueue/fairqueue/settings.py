@@ -38,6 +38,25 @@ Role = Literal["cron", "worker", "sweeper", "backstop", "all", "api"]
 _given_only: ContextVar[bool] = ContextVar("fairqueue_settings_given_only", default=False)
 
 
+# The result settings' bounds are the ones the database's doors take (sql/functions/
+# results.sql, retention.sql, partitions.sql), so the backstop never hands a door a value it
+# refuses: a grace of a millisecond to an hour; an output kept two hours (twice the longest
+# grace) to ten years; a finished job kept a day to ten years; 1 to 10,000 results a batch.
+TEN_YEARS_S: Final = 3660 * 86_400.0
+RESULT_BOUNDS: Final[Mapping[str, tuple[float, float]]] = {
+    "result_grace_s": (0.001, 3_600.0),
+    "output_retention_s": (7_200.0, TEN_YEARS_S),
+    "job_retention_s": (86_400.0, TEN_YEARS_S),
+    "result_batch": (1, 10_000),
+}
+
+
+def within(name: str) -> Any:
+    """The ``ge`` and ``le`` of a result setting's field (``RESULT_BOUNDS``)."""
+    least, most = RESULT_BOUNDS[name]
+    return {"ge": least, "le": most}
+
+
 def _var(name: str, description: str) -> Any:
     return {"validation_alias": name, "description": description}
 
@@ -185,7 +204,7 @@ class Settings(BaseSettings):
     # Results and retention (the backstop).
     result_grace_s: float = Field(
         default=120.0,
-        gt=0,
+        **within("result_grace_s"),
         **_var(
             "FAIRQUEUE_RESULT_GRACE_S",
             "seconds a missing result waits for its client before the backstop saves it",
@@ -193,12 +212,12 @@ class Settings(BaseSettings):
     )
     output_retention_s: float = Field(
         default=86_400.0,
-        gt=0,
+        **within("output_retention_s"),
         **_var("FAIRQUEUE_OUTPUT_RETENTION_S", "seconds a finished job's output is kept"),
     )
     job_retention_s: float = Field(
         default=604_800.0,
-        ge=86_400.0,
+        **within("job_retention_s"),
         **_var(
             "FAIRQUEUE_JOB_RETENTION_S",
             "seconds a finished job is kept at least (a day or more; whole days are dropped)",
@@ -206,8 +225,7 @@ class Settings(BaseSettings):
     )
     result_batch: int = Field(
         default=100,
-        ge=1,
-        le=10_000,
+        **within("result_batch"),
         **_var("FAIRQUEUE_RESULT_BATCH", "results the backstop saves per transaction"),
     )
     completion_trails: bool = Field(
@@ -350,7 +368,10 @@ def _problem(error: ErrorDetails) -> str:
     if kind in bounds:
         phrase, key = bounds[kind]
         bound = context.get(key)
-        shown = f"{bound:g}" if isinstance(bound, float) else bound
+        # A whole bound in full (316224000, not 3.16224e+08).
+        shown = bound
+        if isinstance(bound, float):
+            shown = int(bound) if bound.is_integer() else f"{bound:g}"
         return f"{variable} must be {phrase} {shown}, got {shown_value(value)}"
     return f"{variable}: {error['msg']}, got {shown_value(value)}"
 
