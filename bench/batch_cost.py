@@ -172,28 +172,51 @@ def report(segments: Sequence[Segment], top: int) -> None:
         print(f"## {name}: {len(runs)} rounds of {runs[0].batches} batches")
         for pick in ("ready_ms", "claim_ms", "complete_ms"):
             print(f"  client {pick[:-3]}: median {median_of(runs, pick)}")
-        last = runs[-1]
-        per = float(last.batches)
-        print("  rows a batch (last round):")
-        for t in last.tables:
-            print(
-                f"    {t['name']}: ins {t['n_tup_ins'] / per:.1f} upd {t['n_tup_upd'] / per:.1f}"
-                f" (hot {t['n_tup_hot_upd'] / per:.1f}) del {t['n_tup_del'] / per:.1f}"
-            )
-        print("  functions, ms a batch (last round): total / self, calls a batch")
-        for f in last.functions[:top]:
-            print(
-                f"    {f['name']}: {f['total_time'] / per:.3f} / {f['self_time'] / per:.3f},"
-                f" {f['calls'] / per:.1f}"
-            )
-        if last.statements:
-            print("  statements, ms a batch (last round): time, calls, rows, WAL bytes")
-            for st in last.statements[:top]:
-                level = "top" if st["toplevel"] else "nested"
-                print(
-                    f"    [{level}] {st['total_exec_time'] / per:.3f} ms, {st['calls'] / per:.1f},"
-                    f" {st['rows'] / per:.1f}, {int(st['wal_bytes']) / per:,.0f} B: {st['query']}"
-                )
+        per = float(runs[0].batches)
+        print("  rows a batch (median over rounds): inserted, updated (heap-only), deleted")
+        for table in sorted({t["name"] for r in runs for t in r.tables}):
+            found = [next((t for t in r.tables if t["name"] == table), None) for r in runs]
+            ins, upd, hot, dele = (table_median(found, k, per) for k in _TABLE_COUNTS)
+            print(f"    {table}: {ins:.1f}, {upd:.1f} ({hot:.1f}), {dele:.1f}")
+        print("  functions, ms a batch (median over rounds): total / self, calls a batch")
+        for function, total, own, calls in ranked(runs, "functions", "name", per)[:top]:
+            print(f"    {function}: {total:.3f} / {own:.3f}, {calls:.1f}")
+        if runs[0].statements:
+            print("  statements, ms a batch (median over rounds): time, calls, WAL bytes")
+            for text, total, wal, calls in ranked(runs, "statements", "query", per)[:top]:
+                print(f"    {total:.3f} ms, {calls:.1f}, {wal:,.0f} B: {text}")
+
+
+_TABLE_COUNTS = ("n_tup_ins", "n_tup_upd", "n_tup_hot_upd", "n_tup_del")
+
+
+def table_median(found: list[dict[str, Any] | None], key: str, per: float) -> float:
+    """The median over rounds of a table's count a batch (none in a round counts 0)."""
+    return statistics.median((t[key] if t else 0) for t in found) / per
+
+
+def ranked(
+    runs: Sequence[Segment], kind: str, key: str, per: float
+) -> list[tuple[str, float, float, float]]:
+    """Each function (or statement) with the medians over rounds of its time, its own time (or
+    WAL bytes) and calls a batch, the longest first."""
+    names: dict[str, list[tuple[float, float, float]]] = {}
+    for r in runs:
+        for row in getattr(r, kind):
+            if kind == "functions":
+                figures = (row["total_time"], row["self_time"], row["calls"])
+            else:
+                level = "top" if row["toplevel"] else "nested"
+                figures = (row["total_exec_time"], float(row["wal_bytes"]), row["calls"])
+                row = {**row, key: f"[{level}] {row[key]}"}
+            total, second, calls = (float(f) / per for f in figures)
+            names.setdefault(row[key], []).append((total, second, calls))
+    found = []
+    for name, rows_of in names.items():
+        padded = rows_of + [(0.0, 0.0, 0.0)] * (len(runs) - len(rows_of))
+        total, second, calls = (statistics.median(f[k] for f in padded) for k in range(3))
+        found.append((name, total, second, calls))
+    return sorted(found, key=lambda f: -f[1])
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -12,6 +12,7 @@ bench/results/.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 from collections.abc import Callable, Sequence
@@ -86,10 +87,14 @@ def run(
                 (f"pgqueuer x{w}", partial(peer_drain, peer_dsn, sizes, w)) for w in peer_workers
             ]
             for label, measure in figures:
+                # The machine is shared: the load before each drain goes with its figure.
+                before = os.getloadavg()[0]
                 rate = measure()
                 found.setdefault(label, []).append(rate)
                 print(
-                    f"repeat {repeat + 1}: {label}: {rate:,.0f} jobs/s", file=sys.stderr, flush=True
+                    f"repeat {repeat + 1}: {label}: {rate:,.0f} jobs/s (load before {before:.2f})",
+                    file=sys.stderr,
+                    flush=True,
                 )
         with connect(dsn, autocommit=True) as conn:
             database.reset(conn)
