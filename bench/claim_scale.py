@@ -56,18 +56,6 @@ class ScaleCase:
     load_s: float
 
 
-_TENANTS = """
-insert into fairqueue.tenants (id, plan)
-select t.id, t.plan from unnest(%(ids)s::text[], %(plans)s::text[]) as t (id, plan)
-"""
-
-_GROUPS = """
-insert into fairqueue.groups (id, tenant_id, status)
-select g.id, g.tenant_id, 'active'
-  from unnest(%(ids)s::text[], %(tenant_ids)s::text[]) as g (id, tenant_id)
-"""
-
-
 def owner_sizes(sizes: Sizes, groups: int) -> Sizes:
     """`sizes` with the owners of this load, so bench/load.py's job loader spreads the jobs over
     exactly these tenants and groups."""
@@ -81,26 +69,7 @@ def load_backlog(conn: Connection, owners: Sizes, job_type: str = JOB_TYPE) -> f
     `job_type` per group, each in one statement; the seconds it took."""
     started = time.perf_counter()
     database.reset(conn)
-    tenants = range(owners.tenants)
-    with conn.transaction():
-        conn.execute(
-            _TENANTS,
-            {
-                "ids": [load.tenant_id(t) for t in tenants],
-                "plans": [load.plan_for(t) for t in tenants],
-            },
-        )
-        conn.execute(
-            _GROUPS,
-            {
-                "ids": [
-                    load.group_id(t, k) for t in tenants for k in range(owners.groups_per_tenant)
-                ],
-                "tenant_ids": [
-                    load.tenant_id(t) for t in tenants for _ in range(owners.groups_per_tenant)
-                ],
-            },
-        )
+    load.insert_owners(conn, owners)
     # Job i goes to tenant i mod tenants and to its group (i / tenants) mod groups_per_tenant:
     # numbered from 1 to 3 x groups, every group gets exactly three.
     load.insert_pending(conn, owners, job_type, JOBS_PER_GROUP * owners.groups)

@@ -79,6 +79,39 @@ def create_owners(conn: Connection, sizes: Sizes) -> None:
             resume_group(conn, group_id(t, k), tenant_id=tenant_id(t))
 
 
+_TENANTS = """
+insert into fairqueue.tenants (id, plan)
+select t.id, t.plan from unnest(%(ids)s::text[], %(plans)s::text[]) as t (id, plan)
+"""
+
+_GROUPS = """
+insert into fairqueue.groups (id, tenant_id, status)
+select g.id, g.tenant_id, 'active'
+  from unnest(%(ids)s::text[], %(tenant_ids)s::text[]) as g (id, tenant_id)
+"""
+
+
+def insert_owners(conn: Connection, sizes: Sizes) -> None:
+    """The tenants of `create_owners` and their active groups, each set in one statement: rows
+    straight into the tables, for the loads of 100,000 groups that one call per owner makes
+    slow."""
+    tenants = range(sizes.tenants)
+    with conn.transaction():
+        conn.execute(
+            _TENANTS,
+            {"ids": [tenant_id(t) for t in tenants], "plans": [plan_for(t) for t in tenants]},
+        )
+        conn.execute(
+            _GROUPS,
+            {
+                "ids": [group_id(t, k) for t in tenants for k in range(sizes.groups_per_tenant)],
+                "tenant_ids": [
+                    tenant_id(t) for t in tenants for _ in range(sizes.groups_per_tenant)
+                ],
+            },
+        )
+
+
 def _owner_params(sizes: Sizes) -> dict[str, int]:
     return {"tenants": sizes.tenants, "groups_per_tenant": sizes.groups_per_tenant}
 

@@ -333,6 +333,11 @@ def drain(
 ) -> Drain:
     """Preload the backlog, drain it with `invocations` processes, check every job is done."""
     preload(conn, sizes, loop)
+    return drain_preloaded(dsn, sizes, loop, invocations, repeat)
+
+
+def drain_preloaded(dsn: str, sizes: Sizes, loop: Loop, invocations: int, repeat: int = 0) -> Drain:
+    """Drain the backlog already loaded with `invocations` processes, check every job is done."""
     found = run_invocations(dsn, loop, sizes.throughput_batch, invocations, sizes.throughput_jobs)
     seconds = max(r.finished for r in found) - min(r.started for r in found)
     busy = sum(r.finished - r.started for r in found)
