@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,8 +14,8 @@ import pytest
 
 from fairqueue import api, connect
 from fairqueue.lanes import add_credits
+from support.api_process import api_process
 
-TESTS = Path(__file__).resolve().parents[1]
 SECRET = "fuzz-secret-of-the-local-api-0123456789ab"
 SEED = 20261201
 FUZZ_SECONDS = 40
@@ -26,32 +25,8 @@ FUZZ_SECONDS = 40
 def fuzzed_api(dsn: str, tmp_path: Path) -> Iterator[str]:
     with connect(dsn, autocommit=True) as app:
         add_credits(app, "acme", 10_000_000)
-    port_file = tmp_path / "port"
-    env = {
-        **os.environ,
-        api.SIGNING_KEY_ENV: SECRET,
-        "PYTHONPATH": str(TESTS),
-        "FAIRQUEUE_MAX_PAYLOAD_BYTES": "65536",
-    }
-    env.pop("FAIRQUEUE_ENV", None)
-    log = tmp_path / "server.log"
-    with log.open("w") as server_log:
-        server = subprocess.Popen(
-            [sys.executable, str(TESTS / "support" / "api_fuzz_server.py"), dsn, str(port_file)],
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=server_log,
-        )
-    try:
-        deadline = time.monotonic() + 30
-        while not port_file.exists() or not port_file.read_text():
-            assert server.poll() is None, log.read_text()
-            assert time.monotonic() < deadline, "the API did not start"
-            time.sleep(0.05)
-        yield f"http://127.0.0.1:{port_file.read_text()}"
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
+    with api_process(dsn, tmp_path, SECRET, {"FAIRQUEUE_MAX_PAYLOAD_BYTES": "65536"}) as (_, port):
+        yield f"http://127.0.0.1:{port}"
 
 
 @pytest.mark.timeout(FUZZ_SECONDS + 90)

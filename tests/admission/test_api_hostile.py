@@ -5,11 +5,9 @@ bodies trickled a piece at a time starve the request threads or the memory."""
 from __future__ import annotations
 
 import json
-import os
 import select
 import socket
 import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -28,8 +26,8 @@ from fairqueue.api.heads import (
     awaited_body,
     head_end,
 )
+from support.api_process import api_process
 
-TESTS = Path(__file__).resolve().parents[1]
 SECRET = "hostile-secret-of-the-local-api-0123456789"
 MIB = 1024 * 1024
 
@@ -53,27 +51,8 @@ class ServerProcess:
 
 @pytest.fixture
 def server(dsn: str, tmp_path: Path) -> Iterator[ServerProcess]:
-    port_file = tmp_path / "port"
-    env = {**os.environ, api.SIGNING_KEY_ENV: SECRET, "PYTHONPATH": str(TESTS)}
-    env.pop("FAIRQUEUE_ENV", None)
-    log = tmp_path / "server.log"
-    with log.open("w") as server_log:
-        process = subprocess.Popen(
-            [sys.executable, str(TESTS / "support" / "api_fuzz_server.py"), dsn, str(port_file)],
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=server_log,
-        )
-    try:
-        deadline = time.monotonic() + 30
-        while not port_file.exists() or not port_file.read_text():
-            assert process.poll() is None, log.read_text()
-            assert time.monotonic() < deadline, "the API did not start"
-            time.sleep(0.05)
-        yield ServerProcess(process, ("127.0.0.1", int(port_file.read_text())))
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
+    with api_process(dsn, tmp_path, SECRET) as (process, port):
+        yield ServerProcess(process, ("127.0.0.1", port))
 
 
 def parsed(received: bytes) -> tuple[int, dict[str, str], Any]:
