@@ -29,6 +29,24 @@ R = TypeVar("R")
 log = logging.getLogger("fairqueue.db")
 
 
+def names_missing_schema(function: Callable[P, R]) -> Callable[P, R]:
+    """``function`` raising SchemaNotMigrated where it met a database without fairqueue's
+    schema: ``FairqueueConnection.execute``, and the entry points that take the caller's own
+    connection, which may be a plain psycopg one (enqueue, enqueue_many, admit)."""
+
+    @functools.wraps(function)
+    def naming(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return function(*args, **kwargs)
+        except _MISSING_SCHEMA as exc:
+            missing = schema_not_migrated(exc)
+            if missing is None:
+                raise
+            raise missing from None
+
+    return naming
+
+
 class FairqueueConnection(psycopg.Connection[dict[str, Any]]):
     """A psycopg connection that runs callbacks once its transaction commits, and says
     SchemaNotMigrated when a statement fails for want of fairqueue's schema.
@@ -41,16 +59,11 @@ class FairqueueConnection(psycopg.Connection[dict[str, Any]]):
         super().__init__(*args, **kwargs)
         self.after_commit: list[Callable[[], None]] = []
 
+    # Every entry point (enqueue, admit, a run, the worker, the API) reaches the database
+    # here; a schema found missing costs nothing until a statement fails on it.
+    @names_missing_schema
     def execute(self, *args: Any, **kwargs: Any) -> psycopg.Cursor[dict[str, Any]]:
-        # Every entry point (enqueue, admit, a run, the worker, the API) reaches the database
-        # here; a schema found missing costs nothing until a statement fails on it.
-        try:
-            return super().execute(*args, **kwargs)
-        except _MISSING_SCHEMA as exc:
-            missing = schema_not_migrated(exc)
-            if missing is None:
-                raise
-            raise missing from None
+        return super().execute(*args, **kwargs)
 
     def commit(self) -> None:
         super().commit()
@@ -90,24 +103,6 @@ def schema_not_migrated(exc: psycopg.Error) -> SchemaNotMigrated | None:
         f"the database lacks part of fairqueue's schema ({problem}): run `fairqueue migrate`"
         " against it first, as a role that may create the schema"
     )
-
-
-def names_missing_schema(function: Callable[P, R]) -> Callable[P, R]:
-    """``function`` raising SchemaNotMigrated where it met a database without fairqueue's
-    schema through a plain psycopg connection, as a ``FairqueueConnection`` already does: for
-    the entry points that take the caller's own connection (enqueue, enqueue_many, admit)."""
-
-    @functools.wraps(function)
-    def naming(*args: P.args, **kwargs: P.kwargs) -> R:
-        try:
-            return function(*args, **kwargs)
-        except _MISSING_SCHEMA as exc:
-            missing = schema_not_migrated(exc)
-            if missing is None:
-                raise
-            raise missing from None
-
-    return naming
 
 
 def after_commit(conn: Connection, callback: Callable[[], None]) -> bool:
