@@ -115,7 +115,7 @@ def drain_batches(dsn: str, batch: int, batches: int, async_completion: bool) ->
             conn.execute("set synchronous_commit = off")
         for _ in range(batches):
             t0 = time.perf_counter()
-            conn.execute("select fairqueue.ready_for_claim()")
+            conn.execute("select fairqueue.ready_for_claim(%s, 1)", (JOB_TYPE,))
             t1 = time.perf_counter()
             jobs = claim_batch(conn, JOB_TYPE, batch=batch, lease_s=LEASE_S, locked_by=LOCKED_BY)
             t2 = time.perf_counter()

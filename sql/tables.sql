@@ -256,10 +256,12 @@ CREATE TABLE fairqueue.served (
     wake_at timestamp with time zone,
     tenant_key text GENERATED ALWAYS AS (fairqueue.group_tenant_key(group_key)) STORED NOT NULL,
     head_is_floor boolean DEFAULT false NOT NULL,
-    CONSTRAINT served_pkey PRIMARY KEY (type, group_key)
+    quantum integer DEFAULT 1 NOT NULL,
+    CONSTRAINT served_pkey PRIMARY KEY (type, group_key),
+    CONSTRAINT served_quantum_check CHECK (((quantum >= 1) AND (quantum <= 1000)))
 ) WITH (autovacuum_vacuum_cost_delay=0, autovacuum_vacuum_scale_factor=0, autovacuum_vacuum_threshold=1000);
 ALTER TABLE fairqueue.served OWNER TO fairqueue_owner;
-CREATE INDEX served_order_idx ON fairqueue.served USING btree (type, plan, n, head_created_at, head_id) WHERE ((head_id IS NOT NULL) AND (NOT paused));
+CREATE INDEX served_order_idx ON fairqueue.served USING btree (type, plan, ((n / quantum)), head_created_at, head_id) WHERE ((head_id IS NOT NULL) AND (NOT paused));
 CREATE INDEX served_tenant_order_idx ON fairqueue.served USING btree (type, tenant_key, n, head_created_at, head_id) WHERE ((head_id IS NOT NULL) AND (NOT paused));
 CREATE INDEX served_wake_idx ON fairqueue.served USING btree (type, wake_at) WHERE (wake_at IS NOT NULL);
 GRANT SELECT (type, group_key, n) ON fairqueue.served TO fairqueue_app;
@@ -311,6 +313,14 @@ ALTER TABLE fairqueue.tenants OWNER TO fairqueue_owner;
 ALTER TABLE fairqueue.tenants ENABLE ROW LEVEL SECURITY;
 ALTER TABLE fairqueue.tenants FORCE ROW LEVEL SECURITY;
 GRANT SELECT ON fairqueue.tenants TO fairqueue_app;
+
+CREATE TABLE fairqueue.type_quanta (
+    type text NOT NULL,
+    quantum integer NOT NULL,
+    CONSTRAINT type_quanta_pkey PRIMARY KEY (type),
+    CONSTRAINT type_quanta_quantum_check CHECK (((quantum >= 1) AND (quantum <= 1000)))
+);
+ALTER TABLE fairqueue.type_quanta OWNER TO fairqueue_owner;
 
 CREATE TYPE fairqueue.ranked_job AS (
     group_key text,

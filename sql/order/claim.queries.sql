@@ -9,15 +9,17 @@
 select fairqueue.expire_served_when_stale();
 
 -- name: ready_for_claim
--- Before each claim (sql/order/claim.sql): fresh statistics after a bulk enqueue, then the
--- served window's edge moved up, committed on their own before the claim starts.
-select fairqueue.ready_for_claim();
+-- Before each claim (sql/order/claim.sql): fresh statistics after a bulk enqueue, the served
+-- window's edge moved up and the type's quantum stamped, committed on their own before the
+-- claim starts.
+select fairqueue.ready_for_claim(%(type)s, %(quantum)s);
 
 -- name: claim_batch
 -- The fair claim is a door (sql/order/claim.sql): ids and tenant ids only.
 select id, tenant_id
   from fairqueue.claim(%(type)s, %(batch)s, %(lease_s)s, %(locked_by)s, %(run_id)s,
-                       %(plan_names)s, %(plan_priorities)s, %(default_priority)s);
+                       %(plan_names)s, %(plan_priorities)s, %(default_priority)s,
+                       %(quantum)s);
 
 -- name: claim_and_read
 -- The fair claim and the read of what it took, one statement: the claim (the door above) hands
@@ -33,7 +35,8 @@ select r.id, r.type, r.payload, r.tenant_id, r.group_id, r.attempts, r.max_attem
                case when %(quick_commit)s
                     then set_config('synchronous_commit', 'off', true) end as commit_quickly
           from fairqueue.claim(%(type)s, %(batch)s, %(lease_s)s, %(locked_by)s, %(run_id)s,
-                               %(plan_names)s, %(plan_priorities)s, %(default_priority)s) c) c
+                               %(plan_names)s, %(plan_priorities)s, %(default_priority)s,
+                               %(quantum)s) c) c
  cross join lateral fairqueue.read_claimed(c.tenant_ids, c.ids, %(locked_by)s) r;
 
 -- name: claim_and_read_by_tenant

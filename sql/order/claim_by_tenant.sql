@@ -86,7 +86,7 @@ begin
                  where r.priority = top.priority
                 -- Not needed when each tenant may take one pick (the common case).
                 having bool_or(r.most > 1)) a
-          cross join lateral fairqueue.fill_levels(a.keys, a.batches, a.served) f
+          cross join lateral fairqueue.fill_levels(a.keys, a.batches, a.served, 1) f
     ),
     -- How many picks each tenant offers in this pass: its bound, or when tight the top
     -- priority's tenants to one past the water level and the others one.
@@ -140,7 +140,7 @@ begin
                        array_agg(r.n) as served
                   from group_reach r
                  where r.picks > 1) a
-          cross join lateral fairqueue.fill_levels(a.keys, a.batches, a.served) f
+          cross join lateral fairqueue.fill_levels(a.keys, a.batches, a.served, 1) f
     ),
     -- How many jobs each group offers in this pass: its bound, or when tight and its tenant
     -- takes more than one pick, one past the level its tenant's groups fill at.

@@ -54,8 +54,8 @@ begin
     -- Served jobs are done or running. The running ones are read through the lease index, all
     -- of them (the jobs in flight), so that no claim's row version enters an index of served
     -- times: jobs_running_leased puts each of them in it.
-    insert into fairqueue.served as s (type, group_key, n)
-    select e.type, e.group_key, -count(*)
+    insert into fairqueue.served as s (type, group_key, n, quantum)
+    select e.type, e.group_key, -count(*), fairqueue.type_quantum(e.type)
       from (select j.type, j.group_key
               from fairqueue.jobs j
              where j.status = 'done' and j.served_at > wm and j.served_at <= target

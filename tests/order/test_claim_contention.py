@@ -8,6 +8,7 @@ from collections import Counter
 from typing import Any
 
 import psycopg
+import pytest
 
 from fairqueue import Stage, connect, run_pipeline
 from fairqueue.db import Connection
@@ -38,22 +39,30 @@ def _backlog(conn: Connection, job_type: str, jobs: int, groups: int) -> list[st
     return [row["id"] for row in rows]
 
 
-def test_a_claim_whose_candidates_are_held_takes_the_next_ones(conn: Connection, dsn: str) -> None:
-    Stage("held", handler=lambda _job: None)
-    _backlog(conn, "held", jobs=3000, groups=1000)
+@pytest.mark.parametrize("quantum", [1, 4])
+def test_a_claim_whose_candidates_are_held_takes_the_next_ones(
+    conn: Connection, dsn: str, quantum: int
+) -> None:
+    stage = Stage(f"held_q{quantum}", handler=lambda _job: None, quantum=quantum)
+    _backlog(conn, stage.name, jobs=3000, groups=1000)
     with psycopg.connect(dsn) as holder, connect(dsn, autocommit=True) as claimer:
-        # Another claimer's batch of 200, its transaction still open: the best candidates.
-        holder.execute(
-            "select fairqueue.claim('held', 200, 600, 'holder', null, array[]::text[],"
-            " array[]::integer[], 1)"
+        # The stage's quantum stamped as a pipeline's claim stamps it, in its own transaction;
+        # then another claimer's batch of 200, its transaction still open: the best candidates.
+        claimer.execute("select fairqueue.ready_for_claim(%s, %s)", (stage.name, quantum))
+        held = holder.execute(
+            "select id from fairqueue.claim(%s, 200, 600, 'holder', null, array[]::text[],"
+            " array[]::integer[], 1, %s)",
+            (stage.name, quantum),
         ).fetchall()
-        claimed = claim_batch(claimer, "held", batch=BATCH, lease_s=600, locked_by="claimer")
+        claimed = claim_batch(claimer, stage.name, batch=BATCH, lease_s=600, locked_by="claimer")
         assert len(claimed) == BATCH
+        assert not {row[0] for row in held} & {job.id for job in claimed}
         holder.rollback()
 
 
+@pytest.mark.parametrize("quantum", [1, 4])
 def test_concurrent_pipelines_stop_only_when_nothing_unheld_is_due(
-    conn: Connection, dsn: str
+    conn: Connection, dsn: str, quantum: int
 ) -> None:
     ran: list[str] = []
     lock = threading.Lock()
@@ -62,15 +71,16 @@ def test_concurrent_pipelines_stop_only_when_nothing_unheld_is_due(
         with lock:
             ran.append(str(job.id))
 
-    stages = [Stage("crowded", batch=BATCH, handler=record)]
-    every = _backlog(conn, "crowded", jobs=8000, groups=1000)
+    stage = Stage(f"crowded_q{quantum}", batch=BATCH, handler=record, quantum=quantum)
+    stages = [stage]
+    every = _backlog(conn, stage.name, jobs=8000, groups=1000)
     pipelines = 8
     left_at_stop: list[int] = []
 
     def drain() -> str:
         result = run_pipeline(dsn, stages, trigger="test")
         with connect(dsn, autocommit=True) as check:
-            left_at_stop.append(_due_pending(check, "crowded"))
+            left_at_stop.append(_due_pending(check, stage.name))
         return result.stop_reason
 
     outcomes = race([drain] * pipelines)
@@ -78,5 +88,5 @@ def test_concurrent_pipelines_stop_only_when_nothing_unheld_is_due(
     # When a pipeline stopped, what still looked due was at most what the other seven held in
     # claims not yet committed.
     assert max(left_at_stop) <= (pipelines - 1) * BATCH
-    assert _due_pending(conn, "crowded") == 0
+    assert _due_pending(conn, stage.name) == 0
     assert Counter(ran) == Counter(every)

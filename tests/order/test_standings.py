@@ -63,6 +63,7 @@ def claim_in(conn: Connection) -> list[UUID]:
             "lease_s": 60,
             "locked_by": "first",
             "run_id": None,
+            "quantum": 1,
             **PLANS.claim_params(),
         },
     ).fetchall()

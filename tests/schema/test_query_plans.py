@@ -79,7 +79,7 @@ def assert_walks_the_claim_index(plan: list[dict], index: str = "jobs_claim_idx"
 # cannot show from outside, so its reads are bounded instead.
 READS = (Path(__file__).parents[2] / "bench" / "claim_reads.sql").read_text(encoding="utf-8")
 CLAIMS = {
-    "group": "select * from fairqueue.claim(%s, %s, 60, 'plan', null, %s, %s, %s)",
+    "group": "select * from fairqueue.claim(%s, %s, 60, 'plan', null, %s, %s, %s, 1)",
     "tenant": "select * from fairqueue.claim_by_tenant(%s, %s, 60, 'plan', null, %s, %s, %s)",
 }
 
@@ -219,7 +219,7 @@ def test_a_groups_first_job_is_read_from_its_head_on_not_past_its_claimed_jobs(c
         before = conn.execute(pages).fetchone()
         (first,) = conn.execute(
             "select array(select f.id from unnest(fairqueue.claim_firsts('planned', 1, %s, %s, %s,"
-            " true)) f) as first_ids",
+            " 1, true)) f) as first_ids",
             (params["plan_names"], params["plan_priorities"], params["default_priority"]),
         ).fetchall()
         after = conn.execute(pages).fetchone()

@@ -1,9 +1,10 @@
 """Generated workloads for the order's property tests: plans, paused groups, history inside and
-outside the day, jobs due and not yet due, and batch sizes, loaded into a type's jobs; each
-test keeps its own plain model of the order and compares every batch with it."""
+outside the day, jobs due and not yet due, and batch sizes, loaded into a type's jobs; and the
+group order's plain model (next_picks), which the tests compare every batch with."""
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 
 from hypothesis import strategies as st
@@ -47,7 +48,7 @@ def workloads(tenants: list[str | None], groups: list[str | None]) -> st.SearchS
     )
 
 
-def load(conn: Connection, job_type: str, workload: Workload) -> list[tuple[object, Key, int]]:
+def load(conn: Connection, job_type: str, workload: Workload) -> list[Due]:
     """The workload's plans, pauses, history and jobs; the claimable jobs as (id, group, age)."""
     for tenant, plan in workload.plans.items():
         if plan is not None:
@@ -61,7 +62,7 @@ def load(conn: Connection, job_type: str, workload: Workload) -> list[tuple[obje
             " where id = %s",
             ("1 hour" if recent else "2 days", done),
         )
-    due: list[tuple[object, Key, int]] = []
+    due: list[Due] = []
     for age, ((tenant, group), is_due) in enumerate(workload.jobs):
         job_id = enqueue(conn, job_type, {}, tenant_id=tenant, group_id=group, run_after=None)
         conn.execute(
@@ -79,3 +80,32 @@ def priority(workload: Workload, tenant: str | None) -> int:
     """The tenant's plan priority; the middle plan's without a tenant or a plan."""
     plan = workload.plans.get(tenant) if tenant else None
     return (PLANS.get(plan) if plan else PLANS.middle).priority
+
+
+Due = tuple[object, Key, int]  # (job id, group, age: its place in the order of creation)
+
+
+def next_picks(
+    workload: Workload, due: list[Due], served: Counter[Key], quantum: int, batch: int
+) -> list[object]:
+    """The next ``batch`` picks of the group order, one job at a time, taken out of ``due`` and
+    counted in ``served``: the groups ranked by plan priority (highest first), then by whole
+    quanta served (served // quantum), then by their oldest due job; the group at the top gives
+    its oldest due jobs until it completes its current quantum or has none left, and then the
+    ranking is taken again. With a quantum of 1 that is one job a turn."""
+    picks: list[object] = []
+    while len(picks) < batch and due:
+        top = min(
+            due, key=lambda d: (-priority(workload, d[1][0]), served[d[1]] // quantum, d[2])
+        )[1]
+        while len(picks) < batch:
+            jobs = [d for d in due if d[1] == top]
+            if not jobs:
+                break
+            job = min(jobs, key=lambda d: d[2])
+            due.remove(job)
+            served[top] += 1
+            picks.append(job[0])
+            if served[top] % quantum == 0:
+                break
+    return picks

@@ -32,6 +32,9 @@ MAX_DELAY: Final = timedelta(days=3650)
 MAX_BATCH: Final = 1000
 """The most jobs one claim may take (the claim's door refuses more)."""
 
+MAX_QUANTUM: Final = 1000
+"""The largest quantum a stage may give its groups (the claim's door refuses more)."""
+
 MAX_ENQUEUE_MANY: Final = 10_000
 """The most jobs one ``enqueue_many`` call may insert."""
 

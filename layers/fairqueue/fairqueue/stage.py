@@ -15,7 +15,7 @@ from pydantic import BaseModel, SkipValidation, StringConstraints
 
 from .db import Connection
 from .errors import ConfigurationError
-from .inputs import MAX_ATTEMPTS, MAX_BATCH, MAX_LEASE_S
+from .inputs import MAX_ATTEMPTS, MAX_BATCH, MAX_LEASE_S, MAX_QUANTUM
 from .options import check_options
 from .upstream import Upstream
 
@@ -140,6 +140,10 @@ class Stage:
     on_give_up: GiveUpHook | None = None
     delivery: Delivery = "cron"
     fair_share: FairShare = "group"
+    # How many jobs in a row the group at the top of the order gives before the order is taken
+    # again (docs/guide/fairness.md): 1 keeps the exact order, one job a turn; more lets a
+    # batch over many groups write fewer standings. The group level only, for now.
+    quantum: Annotated[int, Interval(ge=1, le=MAX_QUANTUM)] = 1
     # Admitted stages (fairqueue.lanes.admit): what one job costs in credits, and the upstream
     # service whose held work the job starts once it holds its lane (a protocol: unchecked).
     credit_cost: Annotated[int, Ge(0)] = 0
@@ -159,6 +163,11 @@ class Stage:
     def __post_init__(self) -> None:
         # Every option is checked against its annotation above (fairqueue.options).
         check_options(self, f"Stage {self.name!r}")
+        if self.quantum > 1 and self.fair_share == "tenant":
+            raise ConfigurationError(
+                f"Stage {self.name!r}: quantum is kept at the group level only; a stage with"
+                f' fair_share="tenant" takes quantum=1, got quantum={self.quantum}'
+            )
         register(self)
 
     def batch_seconds(self, jobs: int | None = None) -> float | None:

@@ -25,7 +25,7 @@ from psycopg.types.json import Jsonb
 
 from ..db import Connection
 from ..errors import ConfigurationError
-from ..inputs import MAX_BATCH, MAX_LEASE_S
+from ..inputs import MAX_BATCH, MAX_LEASE_S, MAX_QUANTUM
 from ..plans import PLANS, Plans
 from ..queries import query
 from ..stage import FairShare, known_stage
@@ -45,6 +45,12 @@ def fair_share_of(job_type: str) -> FairShare:
     """The level the type's stage keeps its order at; ``"group"`` when no stage declares it."""
     stage = known_stage(job_type)
     return "group" if stage is None else stage.fair_share
+
+
+def quantum_of(job_type: str) -> int:
+    """The type's stage's quantum; 1 (the exact order) when no stage declares it."""
+    stage = known_stage(job_type)
+    return 1 if stage is None else stage.quantum
 
 
 @dataclass(frozen=True)
@@ -104,11 +110,14 @@ def claim_batch(
     run_id: UUID | None = None,
     plans: Plans = PLANS,
     fair_share: FairShare | None = None,
+    quantum: int | None = None,
 ) -> list[ClaimedJob]:
     """Claim up to ``batch`` jobs of a type in fair order, then read them tenant by tenant.
 
     ``fair_share`` is the level the order is kept at, ``"group"`` or ``"tenant"``; None takes
-    the stage's (``Stage.fair_share``), ``"group"`` for a type no stage declares here. The
+    the stage's (``Stage.fair_share``), ``"group"`` for a type no stage declares here.
+    ``quantum`` is how many jobs in a row the group at the top gives (group level only); None
+    takes the stage's (``Stage.quantum``), 1 for a type no stage declares here. The
     claim itself crosses tenants and sees ids only; each job's payload is read again under its
     own tenant's clamp, in the same statement (the server switches the clamp).
     """
@@ -123,21 +132,28 @@ def claim_batch(
             f"claim of {job_type}: fair_share must be one of {', '.join(FAIR_SHARES)},"
             f" got {level!r}"
         )
-    # The statistics check and the expiry commit on their own first (on an autocommit
-    # connection), so the claim never holds counter rows locked by the expiry while waiting for
-    # others, nor the tables' ANALYZE lock.
-    conn.execute(query("ready_for_claim"))
-    # Groups other claimers hold are passed over inside the claim: a short batch means the
-    # groups nobody holds ran out. A claim that a deadlock aborted changed nothing (its
-    # transaction rolled back whole) and is made again, a bounded number of times.
+    turn = quantum_of(job_type) if quantum is None else quantum
+    if not 1 <= turn <= (MAX_QUANTUM if level == "group" else 1):
+        raise ConfigurationError(
+            f"claim of {job_type}: quantum must be from 1 to {MAX_QUANTUM} at the group level"
+            f" and 1 at the tenant level, got {turn} at the {level} level"
+        )
     params = {
         "type": job_type,
         "batch": batch,
         "lease_s": lease_s,
         "locked_by": locked_by,
         "run_id": run_id,
+        "quantum": turn,
         **plans.claim_params(),
     }
+    # The statistics check, the expiry and a change of quantum commit on their own first (on an
+    # autocommit connection), so the claim never holds counter rows locked by the expiry while
+    # waiting for others, nor the tables' ANALYZE lock, nor the standings' lock of a change.
+    conn.execute(query("ready_for_claim"), params)
+    # Groups other claimers hold are passed over inside the claim: a short batch means the
+    # groups nobody holds ran out. A claim that a deadlock aborted changed nothing (its
+    # transaction rolled back whole) and is made again, a bounded number of times.
     attempt = 1
     while True:
         try:
