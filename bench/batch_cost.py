@@ -63,10 +63,11 @@ select schemaname || '.' || relname as name, n_tup_ins, n_tup_upd, n_tup_hot_upd
 class Case:
     groups: int
     jobs_per_group: int
+    quantum: int = 1
 
     @property
     def name(self) -> str:
-        return f"{self.groups:,} groups x {self.jobs_per_group:,}"
+        return f"{self.groups:,} groups x {self.jobs_per_group:,}, quantum {self.quantum}"
 
 
 @dataclass
@@ -89,6 +90,9 @@ def load_case(conn: Connection, case: Case) -> None:
     database.reset(conn)
     load.insert_owners(conn, owners)
     load.insert_pending(conn, owners, JOB_TYPE, case.groups * case.jobs_per_group)
+    # The case's quantum stamped on the standings before the clock starts, as a stage's first
+    # claim after a deploy stamps it.
+    conn.execute("select fairqueue.ready_for_claim(%s, %s)", (JOB_TYPE, case.quantum))
     database.vacuum_analyze(
         conn, "fairqueue.jobs", "fairqueue.served", "fairqueue.tenants", "fairqueue.groups"
     )
@@ -106,7 +110,9 @@ def rows(conn: Connection, statement: str) -> list[dict[str, Any]]:
     return [dict(row) for row in conn.execute(statement).fetchall()]
 
 
-def drain_batches(dsn: str, batch: int, batches: int, async_completion: bool) -> list[list[float]]:
+def drain_batches(
+    dsn: str, batch: int, batches: int, async_completion: bool, quantum: int
+) -> list[list[float]]:
     """`batches` claims and completions on one connection: ms of each step of each batch."""
     timings: list[list[float]] = [[], [], []]
     with connect(dsn, autocommit=True) as conn:
@@ -115,9 +121,11 @@ def drain_batches(dsn: str, batch: int, batches: int, async_completion: bool) ->
             conn.execute("set synchronous_commit = off")
         for _ in range(batches):
             t0 = time.perf_counter()
-            conn.execute("select fairqueue.ready_for_claim(%s, 1)", (JOB_TYPE,))
+            conn.execute("select fairqueue.ready_for_claim(%s, %s)", (JOB_TYPE, quantum))
             t1 = time.perf_counter()
-            jobs = claim_batch(conn, JOB_TYPE, batch=batch, lease_s=LEASE_S, locked_by=LOCKED_BY)
+            jobs = claim_batch(
+                conn, JOB_TYPE, batch=batch, lease_s=LEASE_S, locked_by=LOCKED_BY, quantum=quantum
+            )
             t2 = time.perf_counter()
             if len(jobs) != batch:
                 raise BenchError(f"claimed {len(jobs)} jobs, expected {batch}")
@@ -142,7 +150,7 @@ def segment(
         admin.execute("select 1 from pg_extension where extname = 'pg_stat_statements'").fetchone()
     )
     reset_statistics(admin, with_statements)
-    ready, claimed, completed = drain_batches(dsn, batch, batches, async_completion)
+    ready, claimed, completed = drain_batches(dsn, batch, batches, async_completion, case.quantum)
     # The worker's connection is closed: its counters are flushed.
     time.sleep(0.5)
     return Segment(
@@ -225,7 +233,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--case",
         action="append",
-        help="GROUPS:JOBS_PER_GROUP (default 1000:20 and 25:800)",
+        help="GROUPS:JOBS_PER_GROUP[:QUANTUM] (default 1000:20 and 25:800, quantum 1)",
     )
     parser.add_argument("--batch", type=int, default=100)
     parser.add_argument("--batches", type=int, default=60)

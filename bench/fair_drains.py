@@ -30,8 +30,8 @@ from .sizes import FULL, SMOKE, Sizes
 GROUPS_PER_TENANT = 5
 
 
-def fair_drain(dsn: str, sizes: Sizes, groups: int, workers: int) -> float:
-    """Jobs/s of fairqueue's drain over `groups` groups of groups / 5 tenants."""
+def fair_drain(dsn: str, sizes: Sizes, groups: int, workers: int, quantum: int = 1) -> float:
+    """Jobs/s of fairqueue's drain over `groups` groups of groups / 5 tenants, at a quantum."""
     if groups % GROUPS_PER_TENANT:
         raise BenchError(f"{groups} groups are not a whole number of tenants")
     owners = replace(
@@ -44,7 +44,8 @@ def fair_drain(dsn: str, sizes: Sizes, groups: int, workers: int) -> float:
         database.vacuum_analyze(
             conn, "fairqueue.jobs", "fairqueue.served", "fairqueue.tenants", "fairqueue.groups"
         )
-    return throughput.drain_preloaded(dsn, owners, "fairqueue_groups", workers).done_per_s
+    drained = throughput.drain_preloaded(dsn, owners, "fairqueue_groups", workers, quantum=quantum)
+    return drained.done_per_s
 
 
 def plain_drain(dsn: str, sizes: Sizes, workers: int) -> float:
@@ -63,8 +64,17 @@ def summary(name: str, runs: Sequence[float]) -> str:
     )
 
 
+def fair_label(groups: int, quantum: int, workers: int) -> str:
+    return f"fairqueue over {groups:,} groups, quantum {quantum} x{workers}"
+
+
 def run(
-    dsn: str, sizes: Sizes, groups: Sequence[int], workers: int, peer_workers: Sequence[int]
+    dsn: str,
+    sizes: Sizes,
+    groups: Sequence[int],
+    workers: int,
+    peer_workers: Sequence[int],
+    quanta: Sequence[int] = (1,),
 ) -> dict[str, list[float]]:
     """Every drain `sizes.repeats` times, interleaved; jobs/s of each run by name."""
     database.prepare(dsn)
@@ -77,11 +87,9 @@ def run(
                 (f"fairqueue plain x{workers}", partial(plain_drain, dsn, sizes, workers))
             ]
             figures += [
-                (
-                    f"fairqueue over {g:,} groups x{workers}",
-                    partial(fair_drain, dsn, sizes, g, workers),
-                )
+                (fair_label(g, q, workers), partial(fair_drain, dsn, sizes, g, workers, q))
                 for g in groups
+                for q in quanta
             ]
             figures += [
                 (f"pgqueuer x{w}", partial(peer_drain, peer_dsn, sizes, w)) for w in peer_workers
@@ -106,6 +114,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--dsn", required=True, help="a scratch database (its tables are emptied)")
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, one repeat")
     parser.add_argument("--groups", type=int, nargs="+", default=[1_000, 100_000])
+    parser.add_argument("--quanta", type=int, nargs="+", default=[1, 4])
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--peer-workers", type=int, nargs="+", default=[1, 4, 16])
     parser.add_argument("--repeats", type=int, default=3)
@@ -115,7 +124,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sizes = replace(SMOKE, repeats=1)
     else:
         sizes = replace(FULL, repeats=args.repeats, throughput_jobs=args.jobs)
-    found = run(args.dsn, sizes, args.groups, args.workers, args.peer_workers)
+    found = run(args.dsn, sizes, args.groups, args.workers, args.peer_workers, args.quanta)
     medians = {label: statistics.median(runs) for label, runs in found.items()}
     for label, runs in found.items():
         print(summary(label, runs))
@@ -123,11 +132,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     best_peer = max(medians[f"pgqueuer x{w}"] for w in args.peer_workers)
     print(f"fairqueue plain / pgqueuer's best: {plain / best_peer:.2f}")
     for g in args.groups:
-        fair = medians[f"fairqueue over {g:,} groups x{args.workers}"]
-        print(
-            f"over {g:,} groups: fair / plain {fair / plain:.2f},"
-            f" fair / pgqueuer's best {fair / best_peer:.2f}"
-        )
+        for q in args.quanta:
+            fair = medians[fair_label(g, q, args.workers)]
+            print(
+                f"over {g:,} groups, quantum {q}: fair / plain {fair / plain:.2f},"
+                f" fair / pgqueuer's best {fair / best_peer:.2f}"
+            )
     return 0
 
 

@@ -187,12 +187,15 @@ def _bare_drain(
         done += conn.execute(complete, {**params, "ids": ids}).rowcount
 
 
-def _fairqueue_invocation(dsn: str, batch: int, name: str, barrier: Barrier) -> WorkerResult:
-    """run_pipeline until the backlog is drained. A run that stops on an error is followed by
-    another on the same connection, as the next cron tick would start one; its error is kept."""
+def _fairqueue_invocation(
+    dsn: str, batch: int, name: str, barrier: Barrier, quantum: int
+) -> WorkerResult:
+    """run_pipeline until the backlog is drained, the stage's quantum as given. A run that stops
+    on an error is followed by another on the same connection, as the next cron tick would start
+    one; its error is kept."""
     # The pipeline logs a run's error with its traceback; the result carries it instead.
     logging.getLogger("fairqueue").setLevel(logging.CRITICAL)
-    stage = Stage(JOB_TYPE, noop, batch=batch, concurrency=1, lease_s=LEASE_S)
+    stage = Stage(JOB_TYPE, noop, batch=batch, concurrency=1, lease_s=LEASE_S, quantum=quantum)
     claimed = done = batches = 0
     batch_seconds = 0.0
     run_errors: list[str] = []
@@ -246,11 +249,13 @@ def _bare_invocation(loop: Loop, dsn: str, batch: int, name: str, barrier: Barri
     return WorkerResult(name, started, finished, claimed, done, claims, batch_seconds=0.0)
 
 
-def worker(loop: Loop, dsn: str, batch: int, name: str, barrier: Barrier, results: Any) -> None:
+def worker(
+    loop: Loop, dsn: str, batch: int, name: str, barrier: Barrier, results: Any, quantum: int = 1
+) -> None:
     """One invocation, in its own process: connect, wait for the others, drain, report."""
     try:
         if loop in FAIRQUEUE_LOOPS:
-            result = _fairqueue_invocation(dsn, batch, name, barrier)
+            result = _fairqueue_invocation(dsn, batch, name, barrier, quantum)
         else:
             result = _bare_invocation(loop, dsn, batch, name, barrier)
     except BaseException as exc:
@@ -298,16 +303,17 @@ def collect(
 
 
 def run_invocations(
-    dsn: str, loop: Loop, batch: int, invocations: int, jobs: int
+    dsn: str, loop: Loop, batch: int, invocations: int, jobs: int, quantum: int = 1
 ) -> list[WorkerResult]:
-    """Drain what is already enqueued with `invocations` processes; check all `jobs` got done."""
+    """Drain what is already enqueued with `invocations` processes (fairqueue's stage with the
+    given quantum); check all `jobs` got done."""
     ctx = mp.get_context("spawn")
     barrier = ctx.Barrier(invocations)
     results = ctx.Queue()
     procs = [
         ctx.Process(
             target=worker,
-            args=(loop, dsn, batch, f"bench:{loop}:{k}", barrier, results),
+            args=(loop, dsn, batch, f"bench:{loop}:{k}", barrier, results, quantum),
             name=f"bench-{loop}-{k}",
         )
         for k in range(invocations)
@@ -336,9 +342,13 @@ def drain(
     return drain_preloaded(dsn, sizes, loop, invocations, repeat)
 
 
-def drain_preloaded(dsn: str, sizes: Sizes, loop: Loop, invocations: int, repeat: int = 0) -> Drain:
+def drain_preloaded(
+    dsn: str, sizes: Sizes, loop: Loop, invocations: int, repeat: int = 0, quantum: int = 1
+) -> Drain:
     """Drain the backlog already loaded with `invocations` processes, check every job is done."""
-    found = run_invocations(dsn, loop, sizes.throughput_batch, invocations, sizes.throughput_jobs)
+    found = run_invocations(
+        dsn, loop, sizes.throughput_batch, invocations, sizes.throughput_jobs, quantum
+    )
     seconds = max(r.finished for r in found) - min(r.started for r in found)
     busy = sum(r.finished - r.started for r in found)
     return Drain(

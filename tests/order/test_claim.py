@@ -6,7 +6,7 @@ from uuid import UUID
 
 import pytest
 
-from fairqueue import PLANS, Stage, enqueue
+from fairqueue import PLANS, ConfigurationError, Stage, enqueue
 from fairqueue.groups import pause_group, resume_group
 from fairqueue.pipeline.claim import claim_batch
 from fairqueue.plans import set_plan
@@ -251,3 +251,52 @@ def test_a_batch_past_a_few_top_plan_jobs_goes_deep_into_the_least_served_groups
         enqueue(conn, "work", {}, tenant_id="poor", group_id=group)
     first_four = [j for jobs in fresh.values() for j in jobs[:4]]
     assert set(claim(conn, 20)) == {*team, *first_four, fresh["f1"][4], fresh["f2"][4]}
+
+
+def _quanta(conn, job_type: str) -> set[int]:
+    rows = conn.execute(
+        "select distinct quantum from fairqueue.served where type = %s", (job_type,)
+    ).fetchall()
+    return {row["quantum"] for row in rows}
+
+
+def test_a_change_of_quantum_stamps_every_standing_of_the_type_and_only_its(conn) -> None:
+    for group in ["a", "b"]:
+        enqueue(conn, "work", {}, tenant_id="t", group_id=group)
+    enqueue(conn, "other", {}, tenant_id="t", group_id="a")
+    claim_batch(conn, "work", batch=1, lease_s=60, locked_by="test", quantum=3)
+    assert _quanta(conn, "work") == {3}
+    # A group's first standing, written by the enqueue's trigger, takes the type's quantum.
+    enqueue(conn, "work", {}, tenant_id="t", group_id="c")
+    assert _quanta(conn, "work") == {3}
+    assert _quanta(conn, "other") == {1}
+    claim_batch(conn, "work", batch=1, lease_s=60, locked_by="test", quantum=1)
+    assert _quanta(conn, "work") == {1}
+
+
+@pytest.mark.parametrize(
+    ("quantum", "fair_share", "message"),
+    [
+        (0, "group", "quantum must be from 1 to 1000 at the group level and 1 at the tenant"),
+        (1001, "group", "got 1001 at the group level"),
+        (2, "tenant", "got 2 at the tenant level"),
+    ],
+)
+def test_a_quantum_out_of_bounds_is_refused_and_changes_nothing(
+    conn, quantum: int, fair_share: str, message: str
+) -> None:
+    job = enqueue(conn, "work", {}, tenant_id="t", group_id="a")
+    with pytest.raises(ConfigurationError, match=message):
+        claim_batch(
+            conn,
+            "work",
+            batch=1,
+            lease_s=60,
+            locked_by="test",
+            quantum=quantum,
+            fair_share=fair_share,  # type: ignore[arg-type]
+        )
+    assert conn.execute("select status from fairqueue.jobs where id = %s", (job,)).fetchone() == {
+        "status": "pending"
+    }
+    assert _quanta(conn, "work") == {1}

@@ -93,11 +93,13 @@ def next_picks(
     quanta served (served // quantum), then by their oldest due job; the group at the top gives
     its oldest due jobs until it completes its current quantum or has none left, and then the
     ranking is taken again. With a quantum of 1 that is one job a turn."""
+
+    def rank(job: Due) -> tuple[int, int, int]:
+        return (-priority(workload, job[1][0]), served[job[1]] // quantum, job[2])
+
     picks: list[object] = []
     while len(picks) < batch and due:
-        top = min(
-            due, key=lambda d: (-priority(workload, d[1][0]), served[d[1]] // quantum, d[2])
-        )[1]
+        top = min(due, key=rank)[1]
         while len(picks) < batch:
             jobs = [d for d in due if d[1] == top]
             if not jobs:
