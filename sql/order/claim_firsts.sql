@@ -30,6 +30,10 @@ declare
     candidates text[];
     -- How many standings a pass read from the index.
     seen integer;
+    -- How many jobs a group is expected to give: its quantum's rest at first, then at most what
+    -- the groups of the last pass gave on average, so that groups with fewer jobs than a
+    -- quantum (one each, over many groups) are read in two passes, not batch / quantum.
+    expect integer := p_quantum;
     last_level bigint;
     last_at timestamptz;
     last_id uuid;
@@ -84,7 +88,7 @@ begin
                    count(*)
               into candidates, last_level, last_at, last_id, seen
               from (select x.group_key, x.level, x.head_created_at, x.head_id,
-                           coalesce(sum(p_quantum - x.n % p_quantum)
+                           coalesce(sum(least(p_quantum - x.n % p_quantum, expect))
                                         over (order by x.level, x.head_created_at, x.head_id
                                               rows between unbounded preceding
                                                        and 1 preceding), 0) as before
@@ -152,6 +156,10 @@ begin
                    limit p_quantum - k.served % p_quantum
                      for update of j skip locked) f;
             taken := taken || coalesce(found_jobs, '{}');
+            if cardinality(heads) > 0 then
+                expect := greatest(1, ceil(coalesce(cardinality(found_jobs), 0)::numeric
+                                            / cardinality(heads)));
+            end if;
             -- A group this claim holds that offered nothing although its head is not held
             -- either: its standing is wrong (its jobs changed in a way no trigger saw, such as a
             -- truncate, or it was paused since), so it stands again from its jobs.
