@@ -15,6 +15,7 @@ COLOURS = {
     "bare": "#9e9e9e",
     "fairqueue": "#1f77b4",
     "fairqueue_groups": "#aec7e8",
+    "fairqueue_groups_q4": "#9edae5",
     "pgqueuer": "#ff7f0e",
     "procrastinate": "#2ca02c",
 }

@@ -6,6 +6,7 @@ TITLES = {
     "bare": "bare loop",
     "fairqueue": "fairqueue",
     "fairqueue_groups": "fairqueue, many groups",
+    "fairqueue_groups_q4": "fairqueue, many groups, quantum 4",
     "pgqueuer": "pgqueuer",
     "procrastinate": "procrastinate",
     "fairqueue_tenant": 'fairqueue, fair_share="tenant"',

@@ -10,7 +10,7 @@ from typing import Any
 
 from . import admission_report, chart, claim_scale, claim_tenants, enqueue, fairness_tenants
 from .formats import MIB, count, percent, plural, ratio, table, title
-from .results import BARE, FAIRQUEUE, FAIRQUEUE_GROUPS, Results
+from .results import BARE, FAIRQUEUE, FAIRQUEUE_DRAINS, Results
 from .targets import evaluate
 from .throughput import FAIRQUEUE_LOOPS, LOOP_TITLES, LOOPS
 
@@ -22,12 +22,12 @@ def drain_rows(results: Results) -> list[dict[str, Any]]:
     for workers in results.sizes.invocations:
         rates = {s: results.rate(s, workers) for s in results.systems}
         ratios = {}
-        for ours in (FAIRQUEUE, FAIRQUEUE_GROUPS):
+        for ours in FAIRQUEUE_DRAINS:
             rate = rates[ours]
             ratios[f"{ours}_over"] = {
                 s: round(rate / r, 4) if rate and r else None
                 for s, r in rates.items()
-                if s not in (FAIRQUEUE, FAIRQUEUE_GROUPS)
+                if s not in FAIRQUEUE_DRAINS
             }
         rows.append(
             {
@@ -151,7 +151,7 @@ def drain_section(results: Results) -> list[str]:
     runs = "one run" if s.repeats == 1 else f"the median of {s.repeats} runs"
     systems = results.systems
     # The peers first, then the ceiling, as the issue orders the ratios.
-    others = [x for x in systems if x not in (FAIRQUEUE, FAIRQUEUE_GROUPS, BARE)] + [BARE]
+    others = [x for x in systems if x not in (*FAIRQUEUE_DRAINS, BARE)] + [BARE]
     rows = []
     for row in drain_rows(results):
         rates = row["jobs_per_s"]

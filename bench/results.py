@@ -20,6 +20,9 @@ from .throughput import Drain, medians
 FAIRQUEUE = "fairqueue"
 # The same pipeline over jobs in many groups and tenants (the peers' jobs have neither).
 FAIRQUEUE_GROUPS = "fairqueue_groups"
+FAIRQUEUE_GROUPS_Q4 = "fairqueue_groups_q4"
+# fairqueue's drains, each compared with every other system.
+FAIRQUEUE_DRAINS = (FAIRQUEUE, FAIRQUEUE_GROUPS, FAIRQUEUE_GROUPS_Q4)
 BARE = "bare"
 
 
@@ -68,9 +71,9 @@ class Results:
     @property
     def systems(self) -> list[str]:
         """Every system drained, in report order: the ceiling, fairqueue (the peers' jobs, then
-        jobs in many groups), then the peers."""
+        jobs in many groups, then the same with a quantum of 4), then the peers."""
         peers = dict.fromkeys(d.peer for d in self.peer_drains)
-        return [BARE, FAIRQUEUE, FAIRQUEUE_GROUPS, *peers]
+        return [BARE, *FAIRQUEUE_DRAINS, *peers]
 
     def rate(self, system: str, workers: int) -> float | None:
         """Completed jobs per second of a system's drain with `workers` workers."""

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from . import admission_report, claim_tenants, enqueue, fairness_tenants
 from .formats import title
-from .results import BARE, FAIRQUEUE, FAIRQUEUE_GROUPS, Results
+from .results import BARE, FAIRQUEUE, FAIRQUEUE_GROUPS, FAIRQUEUE_GROUPS_Q4, Results
 
 MIN_JAIN = 0.99
 MAX_P99_GROWTH = 2.0
@@ -238,6 +238,13 @@ def evaluate(results: Results) -> list[Target]:
         *(
             _drain(results, system, goal + many, at_least, FAIRQUEUE_GROUPS)
             for system, goal, at_least in goals
+        ),
+        _drain(
+            results,
+            "pgqueuer",
+            "drain >= pgqueuer's best (fairqueue's jobs in many groups, quantum 4)",
+            1.0,
+            FAIRQUEUE_GROUPS_Q4,
         ),
     ]
     return [

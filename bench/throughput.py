@@ -41,13 +41,22 @@ from . import database, load
 from .errors import BenchError
 from .sizes import Sizes
 
-Loop = Literal["bare", "bare_jobs", "fairqueue", "fairqueue_groups"]
+Loop = Literal["bare", "bare_jobs", "fairqueue", "fairqueue_groups", "fairqueue_groups_q4"]
 # In the order they run and are shown: the ceiling first.
-LOOPS: tuple[Loop, ...] = ("bare", "bare_jobs", "fairqueue", "fairqueue_groups")
-FAIRQUEUE_LOOPS: tuple[Loop, ...] = ("fairqueue", "fairqueue_groups")
+LOOPS: tuple[Loop, ...] = (
+    "bare",
+    "bare_jobs",
+    "fairqueue",
+    "fairqueue_groups",
+    "fairqueue_groups_q4",
+)
+FAIRQUEUE_LOOPS: tuple[Loop, ...] = ("fairqueue", "fairqueue_groups", "fairqueue_groups_q4")
+# The loops over many groups, and the quantum each one's stage takes.
+GROUP_LOOPS: dict[Loop, int] = {"fairqueue_groups": 1, "fairqueue_groups_q4": 4}
 LOOP_TITLES: dict[Loop, str] = {
     "fairqueue": "fairqueue run_pipeline",
     "fairqueue_groups": "fairqueue run_pipeline, jobs in many groups and tenants",
+    "fairqueue_groups_q4": "the same, Stage(quantum=4)",
     "bare": "bare SKIP LOCKED loop (ceiling)",
     "bare_jobs": "bare loop on fairqueue.jobs",
 }
@@ -68,6 +77,8 @@ def settings(batch: int, sizes: Sizes) -> dict[str, str]:
         "fairqueue_groups": f"the same over jobs spread evenly across {sizes.groups:,} groups"
         f" of {sizes.tenants:,} tenants (mixed plans): each claim ranks every group with work,"
         " and a batch is read and marked done under each of its tenants' clamps in turn",
+        "fairqueue_groups_q4": "the same with Stage(quantum=4): the group at the top of the"
+        " order gives up to 4 jobs in a row",
     }
 
 
@@ -255,7 +266,8 @@ def worker(
     """One invocation, in its own process: connect, wait for the others, drain, report."""
     try:
         if loop in FAIRQUEUE_LOOPS:
-            result = _fairqueue_invocation(dsn, batch, name, barrier, quantum)
+            turn = GROUP_LOOPS.get(loop, quantum)
+            result = _fairqueue_invocation(dsn, batch, name, barrier, turn)
         else:
             result = _bare_invocation(loop, dsn, batch, name, barrier)
     except BaseException as exc:
@@ -270,7 +282,7 @@ def preload(conn: Connection, sizes: Sizes, loop: Loop) -> None:
         conn.execute(BARE_PRELOAD, {"count": sizes.throughput_jobs})
         database.vacuum_analyze(conn, "bench.bare_jobs")
         return
-    if loop == "fairqueue_groups":
+    if loop in GROUP_LOOPS:
         load.create_owners(conn, sizes)
         load.insert_pending(conn, sizes, JOB_TYPE, sizes.throughput_jobs)
     else:

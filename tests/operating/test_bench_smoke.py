@@ -15,7 +15,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 PEERS = ("pgqueuer", "procrastinate")
-SYSTEMS = ("bare", "fairqueue", "fairqueue_groups", *PEERS)
+OURS = ("fairqueue", "fairqueue_groups", "fairqueue_groups_q4")
+SYSTEMS = ("bare", *OURS, *PEERS)
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 ADMISSION_WAYS = ("direct", "pooled", "fleet", "fleet_pooled")
 
@@ -159,7 +160,7 @@ def check_targets(targets: list[dict[str, Any]]) -> None:
 
 def check_throughput(rows: list[dict[str, Any]], sizes: dict[str, Any]) -> None:
     seen = {(r["loop"], r["invocations"]) for r in rows}
-    loops = ("fairqueue", "fairqueue_groups", "bare", "bare_jobs")
+    loops = (*OURS, "bare", "bare_jobs")
     assert seen == {(loop, n) for loop in loops for n in sizes["invocations"]}
     assert {n for _, n in seen} >= {1, 2}
     for row in rows:
@@ -167,7 +168,7 @@ def check_throughput(rows: list[dict[str, Any]], sizes: dict[str, Any]) -> None:
         assert row["claimed"] == row["done"]
         for key in ("seconds", "claimed_per_s", "completed_per_s", "ratio_to_bare"):
             assert row[key] > 0, (row["loop"], key)
-        if row["loop"] in ("fairqueue", "fairqueue_groups"):
+        if row["loop"] in OURS:
             assert 0 < row["completion_share"] <= 1
 
 
@@ -178,8 +179,8 @@ def check_drain(
     for row in rows:
         assert set(row["jobs_per_s"]) == set(SYSTEMS)
         assert all(rate > 0 for rate in row["jobs_per_s"].values()), row
-        for ours in ("fairqueue", "fairqueue_groups"):
-            assert set(row[f"{ours}_over"]) == set(SYSTEMS) - {"fairqueue", "fairqueue_groups"}
+        for ours in OURS:
+            assert set(row[f"{ours}_over"]) == set(SYSTEMS) - set(OURS)
             assert all(r > 0 for r in row[f"{ours}_over"].values()), row
     seen = {(d["peer"], d["workers"]) for d in peer_drains}
     assert seen == {(peer, n) for peer in PEERS for n in sizes["invocations"]}
