@@ -13,6 +13,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 PEERS = ("pgqueuer", "procrastinate")
 OURS = ("fairqueue", "fairqueue_groups", "fairqueue_groups_q4")
@@ -28,13 +30,14 @@ def run_smoke(dsn: str, out: Path) -> str:
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=100,
+        timeout=240,
         check=False,
     )
     assert done.returncode == 0, done.stderr
     return done.stdout
 
 
+@pytest.mark.timeout(300)
 def test_smoke_run_has_every_section_with_positive_numbers(admin_dsn: str, tmp_path: Path) -> None:
     # The bench builds its own tables beside fairqueue's and creates the peers' databases, so
     # it runs as the superuser.
@@ -78,57 +81,62 @@ def test_smoke_run_has_every_section_with_positive_numbers(admin_dsn: str, tmp_p
     check_admission(results["admission"], sizes)
 
 
+@pytest.mark.timeout(300)
 def test_fair_drains_alone_report_each_drain_and_the_ratios(admin_dsn: str) -> None:
     # The drains alone (bench/fair_drains.py), as issue 52's baseline was measured: fairqueue
     # plain and over two counts of groups, pgqueuer beside them, medians and ratios at the end.
     done = subprocess.run(
         [
             *(sys.executable, "-m", "bench.fair_drains", "--smoke", "--dsn", admin_dsn),
-            *("--groups", "10", "50", "--peer-workers", "1", "--workers", "2"),
+            *("--groups", "10", "50", "--quanta", "1", "4", "--peer-workers", "1"),
+            *("--workers", "2"),
         ],
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=100,
+        timeout=240,
         check=False,
     )
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    labels = [line.split(":")[0] for line in lines[:4]]
-    assert labels == [
-        "fairqueue plain x2",
-        "fairqueue over 10 groups x2",
-        "fairqueue over 50 groups x2",
-        "pgqueuer x1",
-    ]
-    assert all("(1 runs)" in line for line in lines[:4])
-    assert lines[4].startswith("fairqueue plain / pgqueuer's best: ")
-    assert [line.split(":")[0] for line in lines[5:]] == ["over 10 groups", "over 50 groups"]
-    assert len(lines) == 7
+    fair = [f"over {g} groups, quantum {q}" for g in (10, 50) for q in (1, 4)]
+    labels = [line.split(":")[0] for line in lines[:6]]
+    assert labels == ["fairqueue plain x2", *(f"fairqueue {f} x2" for f in fair), "pgqueuer x1"]
+    assert all("(1 runs)" in line for line in lines[:6])
+    assert lines[6].startswith("fairqueue plain / pgqueuer's best: ")
+    assert [line.split(":")[0] for line in lines[7:]] == fair
+    assert len(lines) == 11
 
 
 def test_batch_cost_splits_each_case_and_counts_the_rows_a_batch_writes(admin_dsn: str) -> None:
     # bench/batch_cost.py on the test's server (no pg_stat_statements there: functions and
-    # tables only). A batch of 10 over 20 groups serves 10 standings; 5 groups give 2 each.
+    # tables only). A batch of 10 over 20 groups serves 10 standings, at a quantum of 4 the 4
+    # groups whose runs of 3 fill it; 5 groups give 2 each.
     done = subprocess.run(
         [
             *(sys.executable, "-m", "bench.batch_cost", "--dsn", admin_dsn, "--batch", "10"),
-            *("--batches", "3", "--rounds", "2", "--case", "20:3", "--case", "5:12"),
+            *("--batches", "3", "--rounds", "2", "--case", "20:3", "--case", "20:3:4"),
+            *("--case", "5:12"),
         ],
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=100,
+        timeout=240,
         check=False,
     )
     assert done.returncode == 0, done.stderr
     out = done.stdout
-    assert "## 20 groups x 3: 2 rounds of 3 batches" in out
-    assert "## 5 groups x 12: 2 rounds of 3 batches" in out
-    many, few = out.split("## 5 groups x 12")
-    assert "    fairqueue.served: 0.0, 10.0" in many
-    assert "    fairqueue.served: 0.0, 5.0" in few
-    for part in (many, few):
+    cases = dict(section.split(": ", 1) for section in out.split("## ")[1:])
+    assert list(cases) == [
+        "20 groups x 3, quantum 1",
+        "20 groups x 3, quantum 4",
+        "5 groups x 12, quantum 1",
+    ]
+    assert all(text.startswith("2 rounds of 3 batches") for text in cases.values())
+    served = ["0.0, 10.0", "0.0, 4.0", "0.0, 5.0"]
+    for text, standings in zip(cases.values(), served, strict=True):
+        assert f"    fairqueue.served: {standings}" in text
+    for part in cases.values():
         assert "    fairqueue.jobs: 0.0, 10.0 (0.0), 10.0" in part
         assert "fairqueue.take_claimed: " in part
         assert "fairqueue.jobs_served_update: " in part
