@@ -68,7 +68,7 @@ with ranked as (
            row_number() over (
                order by fairqueue.plan_priority(s.plan, p_plan_names, p_plan_priorities,
                                                 p_default_priority) desc,
-                        s.n, s.head_created_at, s.head_id) - 1 as place
+                        s.n / s.quantum, s.head_created_at, s.head_id) - 1 as place
       from fairqueue.served s
      where s.type = p_type and s.head_id is not null and not s.paused
 ), mine as (
