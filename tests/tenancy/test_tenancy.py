@@ -195,6 +195,7 @@ DOORS = {
     "reset_due_quota",
     "spend_quota",
     "claim_by_tenant",
+    "quantum_stamped",
     "find_jobs",
     "group_standing",
     "tenant_standing",
