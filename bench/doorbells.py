@@ -113,7 +113,9 @@ def summary(
     )
 
 
-def paced(sizes: Sizes, count: int, enqueue_one: Callable[[int], tuple[Any, float]]) -> dict[Any, float]:
+def paced(
+    sizes: Sizes, count: int, enqueue_one: Callable[[int], tuple[Any, float]]
+) -> dict[Any, float]:
     """``count`` enqueues on a fixed schedule, ``doorbell_pace_s`` apart: each job's key and the
     time its commit returned."""
     commits: dict[Any, float] = {}
@@ -164,7 +166,16 @@ def fairqueue_worker(dsn: str, starts: Path) -> Iterator[None]:
         "FAIRQUEUE_STAGES": "bench.doorbell_stage:STAGES",
         doorbell_stage.STARTS_VARIABLE: str(starts),
     }
-    command = [sys.executable, "-m", "fairqueue", "--database-url", dsn, "serve", "--role", "worker"]
+    command = [
+        sys.executable,
+        "-m",
+        "fairqueue",
+        "--database-url",
+        dsn,
+        "serve",
+        "--role",
+        "worker",
+    ]
     with tempfile.TemporaryFile() as output:
         process = subprocess.Popen(command, env=env, stdout=output, stderr=subprocess.STDOUT)
         try:
@@ -273,7 +284,10 @@ def measure(dsn: str, peer_dsn: str, sizes: Sizes, progress: Progress) -> list[D
     """fairqueue, then pgqueuer, on the same server; fairqueue's tables are left empty."""
     found = []
     for system, step in ((FAIRQUEUE, run_fairqueue), (PGQUEUER.name, run_pgqueuer)):
-        progress(f"doorbells: {system}, {sizes.doorbell_jobs} jobs {sizes.doorbell_pace_s * 1000:g} ms apart, then a burst of {sizes.doorbell_burst:,}")
+        progress(
+            f"doorbells: {system}, {sizes.doorbell_jobs} jobs"
+            f" {sizes.doorbell_pace_s * 1000:g} ms apart, then a burst of {sizes.doorbell_burst:,}"
+        )
         result = step(dsn if system == FAIRQUEUE else peer_dsn, sizes)
         found.append(result)
         progress(f"doorbells: {line(result)}")
