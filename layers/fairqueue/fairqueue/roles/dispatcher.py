@@ -41,6 +41,8 @@ log = logging.getLogger("fairqueue.worker")
 
 # How long the dispatcher and the reader wait before they look at the stop flag again.
 POLL_S = 1.0
+# The most doorbells one claim takes: a burst of them is one statement, not one per batch.
+DOORBELLS_PER_CLAIM = 1000
 
 
 class DoorbellWorker:
@@ -139,13 +141,13 @@ class DoorbellWorker:
             }
 
     def _dispatch(self, claims: Connection, pool: ThreadPoolExecutor) -> None:
-        """Claim what waits, a batch's worth for each stage with a free slot in each statement,
-        and start it."""
+        """Claim what waits for the stages with a free slot, up to DOORBELLS_PER_CLAIM in each
+        statement, and start it."""
         while self._waiting and not self.stop.is_set():
             free = self._free()
             if not free:
                 return
-            limit = sum(self.stages[name].batch for name in free)
+            limit = DOORBELLS_PER_CLAIM
             bells, self._waiting = self._waiting[:limit], self._waiting[limit:]
             span = self.spans.for_claim()
             stages = [self.stages[name] for name in free]
@@ -176,8 +178,19 @@ class DoorbellWorker:
 
     def _run_batch(self, span: Span, stage: Stage, jobs: list[ClaimedJob], slots: int) -> None:
         error: BaseException | None = None
+        freed = threading.Event()
+
+        def free_slots() -> None:
+            # The slots are the handlers': the next claim need not wait for this batch's
+            # outcomes to be recorded, and runs beside that on its own connection.
+            if not freed.is_set():
+                freed.set()
+                with self._lock:
+                    self._busy[stage.name] -= slots
+                self._events.put([])
+
         try:
-            span.run.run_batch(stage, jobs, concurrency=slots)
+            span.run.run_batch(stage, jobs, concurrency=slots, handlers_done=free_slots)
         except Exception as exc:
             # As a Lambda invocation would: the row closes with the error, and the process
             # stops for its supervisor to start again.
@@ -185,7 +198,6 @@ class DoorbellWorker:
             error = exc
             self._fail(exc)
         finally:
-            with self._lock:
-                self._busy[stage.name] -= slots
+            free_slots()
             self.spans.batch_ended(span, error)
             self._events.put([])
