@@ -77,8 +77,10 @@ class DoorbellWorker:
     def run(self) -> None:
         """Work until ``stop`` is set, then wind down; an error that stopped it is raised."""
         reader = threading.Thread(target=self._read, name="fq-doorbells")
-        slots = sum(s.concurrency for s in self.stages.values())
-        pool = ThreadPoolExecutor(max_workers=slots, thread_name_prefix="fq-doorbell-batch")
+        # A thread for each slot, and as many again for batches whose handlers have returned
+        # and whose outcomes are being recorded while the next batches run.
+        threads = 2 * sum(s.concurrency for s in self.stages.values())
+        pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="fq-doorbell-batch")
         claims = connect(self.dsn, autocommit=True, as_app_role=True)
         reader.start()
         try:
