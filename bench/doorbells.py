@@ -30,7 +30,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -304,6 +304,29 @@ def line(found: DoorbellLatency) -> str:
         f" {found.p99_ms:.1f} ms, max {found.max_ms:.1f} ms; burst of {found.burst_jobs:,}: last"
         f" start after {found.burst_last_start_ms:.0f} ms, {found.burst_per_s:,.0f} jobs/s"
     )
+
+
+def by_system(found: Sequence[DoorbellLatency], system: str) -> DoorbellLatency | None:
+    return next((f for f in found if f.system == system), None)
+
+
+def as_json(found: Sequence[DoorbellLatency]) -> list[dict[str, Any]]:
+    return [{**asdict(f), "burst_per_s": round(f.burst_per_s, 1)} for f in found]
+
+
+def section(found: Sequence[DoorbellLatency]) -> list[str]:
+    """The report's doorbell section."""
+    if not found:
+        return []
+    return [
+        "### Doorbells: from an enqueue's commit to its handler's first line",
+        "",
+        "Each system's worker in a process of its own, enqueued to one job at a time on a fixed"
+        " schedule (after uncounted warm-up jobs), then a burst in one transaction"
+        " (bench/doorbells.py). " + "; ".join(f"{f.system}: {f.settings}" for f in found) + ".",
+        "",
+        *table(found),
+    ]
 
 
 def table(found: Sequence[DoorbellLatency]) -> list[str]:
