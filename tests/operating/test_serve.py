@@ -118,7 +118,7 @@ def test_sigterm_to_the_worker_finishes_the_doorbell_job_in_flight_and_closes_it
     # never claimed if their doorbells came after the first's claim, pending either way.
     assert sorted(status(conn, i) for i in ids) == [("done", 1), ("pending", 0), ("pending", 0)]
     [run] = conn.execute("select * from fairqueue.runs").fetchall()
-    assert (run["trigger"], run["jobs_done"]) == ("doorbell", 1)
+    assert (run["trigger"], run["stop_reason"], run["jobs_done"]) == ("doorbell", "time_budget", 1)
     assert run["finished_at"] is not None
     assert run["summary"]["interrupted"] == "stop requested"
 

@@ -117,7 +117,9 @@ class Spans:
             if span is None:
                 return
             span.retired = True
-            if self.stop.is_set():
+            if self.stop.is_set() and span.run.error is None:
+                # As every run a stop request ends: out of time, and saying why.
+                span.run.stop_reason = "time_budget"
                 span.run.tally.interrupted = "stop requested"
             done = span.batches == 0
         if done:
