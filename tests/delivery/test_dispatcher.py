@@ -252,3 +252,43 @@ def test_a_span_of_work_is_one_run_row_not_one_per_doorbell(dsn, conn, memory) -
     assert {r["trigger"] for r in runs} == {"doorbell"}
     assert sum(r["jobs_done"] for r in runs) == len(ids)
     assert sorted(ran()) == sorted(ids)
+
+
+def test_a_worker_whose_connections_were_cut_reconnects_and_runs_the_next_job(
+    dsn, conn, memory
+) -> None:
+    first = enqueue(conn, "dispatch_bell", {}, tenant_id="a")
+    with working(dsn, MemorySource(memory)):
+        wait_for(lambda: job(conn, first)["status"] == "done")
+        # What a restart of the server does to the connections the worker keeps between jobs:
+        # the one it claims on and its open run row's.
+        cut = conn.execute(
+            "select count(pg_terminate_backend(pid)) as n from pg_stat_activity"
+            " where datname = current_database() and pid <> pg_backend_pid()"
+        ).fetchone()
+        assert cut["n"] >= 2
+        second = enqueue(conn, "dispatch_bell", {}, tenant_id="a")
+        wait_for(lambda: second in ran())
+        wait_for(lambda: job(conn, second)["status"] == "done")
+    assert ran() == [first, second]
+
+
+def test_a_batch_whose_connection_is_cut_records_its_outcomes_and_the_worker_goes_on(
+    dsn, conn, memory
+) -> None:
+    first = enqueue(conn, "dispatch_held", {}, tenant_id="a")
+    with working(dsn, MemorySource(memory)):
+        wait_for(HELD.is_set)
+        # Mid-handler: the worker's connections are cut, the handler returns, its outcome is
+        # recorded on a new connection, and its row closes with the fault.
+        conn.execute(
+            "select pg_terminate_backend(pid) from pg_stat_activity"
+            " where datname = current_database() and pid <> pg_backend_pid()"
+        )
+        RELEASE.set()
+        wait_for(lambda: job(conn, first)["status"] == "done")
+        second = enqueue(conn, "dispatch_bell", {}, tenant_id="a")
+        wait_for(lambda: job(conn, second)["status"] == "done")
+    assert sorted(ran()) == sorted([first, second])
+    errors = conn.execute("select error from fairqueue.runs where error is not null").fetchall()
+    assert len(errors) == 1 and "connection was lost" in errors[0]["error"]

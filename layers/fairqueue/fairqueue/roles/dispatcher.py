@@ -28,11 +28,14 @@ import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
-from ..db import Connection, connect
+import psycopg
+
+from ..db import Connection
 from ..doorbells import Doorbell
 from ..doorbells.receiving import DoorbellSource
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, ConnectionLost
 from ..pipeline.claim import ClaimedJob
+from ..pipeline.connections import connect_retrying
 from ..stage import Stage
 from .spans import IDLE_S, SPAN_S, Span, Spans
 from .worker import claim_doorbells
@@ -73,20 +76,23 @@ class DoorbellWorker:
         self._lock = threading.Lock()
         self._busy = dict.fromkeys(self.stages, 0)
         self._failure: BaseException | None = None
+        # The dispatcher's own connection, for claims alone: they never wait behind a batch
+        # recording its outcomes on its span's connection.
+        self._claims: Connection | None = None
 
     def run(self) -> None:
         """Work until ``stop`` is set, then wind down; an error that stopped it is raised."""
+        self._claims = connect_retrying(self.dsn)
         reader = threading.Thread(target=self._read, name="fq-doorbells")
         # A thread for each slot, and as many again for batches whose handlers have returned
         # and whose outcomes are being recorded while the next batches run.
         threads = 2 * sum(s.concurrency for s in self.stages.values())
         pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="fq-doorbell-batch")
-        claims = connect(self.dsn, autocommit=True, as_app_role=True)
         reader.start()
         try:
             while not self.stop.is_set():
                 self._take(POLL_S)
-                self._dispatch(claims, pool)
+                self._dispatch(pool)
                 self.spans.retire_due()
         except BaseException as exc:
             self._fail(exc)
@@ -95,7 +101,8 @@ class DoorbellWorker:
             reader.join()
             pool.shutdown()
             self.spans.close()
-            claims.close()
+            self._claims.close()
+            self._claims = None
         if self._failure is not None:
             raise self._failure
 
@@ -142,7 +149,7 @@ class DoorbellWorker:
                 if self._busy[name] < stage.concurrency
             }
 
-    def _dispatch(self, claims: Connection, pool: ThreadPoolExecutor) -> None:
+    def _dispatch(self, pool: ThreadPoolExecutor) -> None:
         """Claim what waits for the stages with a free slot, up to DOORBELLS_PER_CLAIM in each
         statement, and start it."""
         while self._waiting and not self.stop.is_set():
@@ -151,9 +158,7 @@ class DoorbellWorker:
                 return
             limit = DOORBELLS_PER_CLAIM
             bells, self._waiting = self._waiting[:limit], self._waiting[limit:]
-            span = self.spans.for_claim()
-            stages = [self.stages[name] for name in free]
-            claimed = claim_doorbells(claims, span.run, bells, stages)
+            span, claimed = self._claim(bells, [self.stages[name] for name in free])
             taken = {job.id for job in claimed}
             again = []
             if len(free) < len(self.stages):
@@ -169,6 +174,26 @@ class DoorbellWorker:
                 by_stage.setdefault(job.type, []).append(job)
             for name, jobs in by_stage.items():
                 self._start(pool, span, self.stages[name], jobs, min(free[name], len(jobs)))
+
+    def _claim(self, bells: list[Doorbell], stages: list[Stage]) -> tuple[Span, list[ClaimedJob]]:
+        """Claim for the open span. Should the claim's connection be found lost (a restart of
+        the server), it is opened again, with a new span, and the claim made once more: a claim
+        whose answer was lost took its jobs for a span no one runs, and they come back when their
+        lease runs out."""
+        claims = self._claims
+        assert claims is not None, "claims are made inside run()"
+        span = self.spans.for_claim()
+        try:
+            return span, claim_doorbells(claims, span.run, bells, stages)
+        except psycopg.OperationalError as exc:
+            if not (claims.closed or claims.broken):
+                raise
+            log.warning("the doorbell worker lost its connection: %s; reconnecting", exc)
+        claims.close()
+        self._claims = connect_retrying(self.dsn)
+        self.spans.retire()
+        span = self.spans.for_claim()
+        return span, claim_doorbells(self._claims, span.run, bells, stages)
 
     def _start(
         self, pool: ThreadPoolExecutor, span: Span, stage: Stage, jobs: list[ClaimedJob], slots: int
@@ -193,6 +218,12 @@ class DoorbellWorker:
 
         try:
             span.run.run_batch(stage, jobs, concurrency=slots, handlers_done=free_slots)
+        except ConnectionLost as exc:
+            # The batch's outcomes are recorded, on a new connection: its row closes with the
+            # fault, and the next doorbell opens a new one.
+            log.warning("a doorbell batch of %s: %s", stage.name, exc)
+            error = exc
+            self.spans.retire(only=span)
         except Exception as exc:
             # As a Lambda invocation would: the row closes with the error, and the process
             # stops for its supervisor to start again.

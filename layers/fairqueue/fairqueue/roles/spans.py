@@ -20,8 +20,9 @@ import time
 from collections.abc import Sequence
 from contextlib import ExitStack
 
-from ..db import Connection, connect
-from ..errors import describe
+from ..db import Connection
+from ..errors import DatabaseUnavailable, describe
+from ..pipeline.connections import connect_retrying
 from ..pipeline.run import Run, invocation
 from ..stage import Stage
 
@@ -80,11 +81,22 @@ class Spans:
         """The open span, opened now if there is none; its claim's time is noted."""
         with self._lock:
             if self._open is None:
-                conn = self._spare.pop() if self._spare else self._connect()
-                self._open = Span(conn, self.dsn, self.stages, self.stop)
+                self._open = self._opened()
             span = self._open
             span.last_claim = time.monotonic()
             return span
+
+    def _opened(self) -> Span:
+        """A span on a spare connection, or on a new one when there is none or the spare was
+        lost (a restart of the server while the worker idled): tried again while the database
+        cannot be reached (connect_retrying)."""
+        if self._spare:
+            conn = self._spare.pop()
+            try:
+                return Span(conn, self.dsn, self.stages, self.stop)
+            except DatabaseUnavailable:
+                conn.close()
+        return Span(connect_retrying(self.dsn), self.dsn, self.stages, self.stop)
 
     def batch_started(self, span: Span) -> None:
         with self._lock:
@@ -110,12 +122,14 @@ class Spans:
                 return
         self.retire()
 
-    def retire(self) -> None:
-        """No more claims for the open span; it closes once its batches have ended."""
+    def retire(self, only: Span | None = None) -> None:
+        """No more claims for the open span (only if it is ``only``, when given); it closes
+        once its batches have ended."""
         with self._lock:
-            span, self._open = self._open, None
-            if span is None:
+            span = self._open
+            if span is None or (only is not None and span is not only):
                 return
+            self._open = None
             span.retired = True
             if self.stop.is_set() and span.run.error is None:
                 # As every run a stop request ends: out of time, and saying why.
@@ -140,6 +154,3 @@ class Spans:
                 self._spare.append(span.conn)
         else:
             span.conn.close()
-
-    def _connect(self) -> Connection:
-        return connect(self.dsn, autocommit=True, as_app_role=True)
