@@ -12,12 +12,17 @@ A stage runs at most its ``concurrency`` handlers at once, over all its batches.
 as many of the stage's free slots as it has jobs; a stage with none free is left out of the
 next claim, and the doorbells that claimed nothing while some stage was left out are tried again
 once a batch ends (still nothing then: dropped). The doorbells heard while every stage is busy
-wait in this process, and are claimed together, in one statement, when a batch ends; so a burst
-is taken a batch at a time rather than a claim per doorbell.
+wait in this process, and are claimed together, up to DOORBELLS_PER_CLAIM in one statement, when
+a batch's handlers have returned; so a burst costs a claim per batch rather than per doorbell.
+A batch's slots are free once its handlers have returned: its outcomes are recorded on its run's
+connection while the next claim runs on the dispatcher's own.
 
 The run rows: one per span of work, not per batch (fairqueue.roles.spans). A stop request lets
 the handlers in flight finish, gives back the claimed jobs whose handlers had not started, and
-closes the rows; the doorbells heard but not claimed are the sweep's, as any lost doorbell is.
+closes the rows; the doorbells heard but not claimed are the sweep's, as any lost doorbell is. A
+lost connection stops nothing: the claim is made again on a new one, and a batch that lost its
+run's connection records its outcomes on a new one and closes its row with the fault. Any other
+error stops the worker, and the process, for its supervisor to start again.
 """
 
 from __future__ import annotations

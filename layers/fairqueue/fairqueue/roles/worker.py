@@ -1,4 +1,6 @@
-"""The doorbell worker: claim one job by id under its tenant, run it, finalize it.
+"""The doorbell worker on Lambda: each doorbell of an SQS batch claims its job by id under its
+tenant, runs it, finalizes it (the long-running worker is fairqueue.roles.dispatcher; both claim
+with ``claim_doorbells``).
 
 A doorbell is only a hint. The claim is one UPDATE that only a pending, due job of the
 doorbell's tenant satisfies, so a duplicate, a late doorbell for a finished job, or one whose
