@@ -20,7 +20,7 @@ from fairqueue.doorbells import (
     PostgresListener,
     ringing,
 )
-from fairqueue.doorbells.receiving import DoorbellSource, MemorySource
+from fairqueue.doorbells.receiving import DoorbellSource, MemorySource, PostgresSource
 from fairqueue.roles.dispatcher import DoorbellWorker
 from support.rows import job
 
@@ -292,3 +292,27 @@ def test_a_batch_whose_connection_is_cut_records_its_outcomes_and_the_worker_goe
     assert sorted(ran()) == sorted([first, second])
     errors = conn.execute("select error from fairqueue.runs where error is not null").fetchall()
     assert len(errors) == 1 and "connection was lost" in errors[0]["error"]
+
+
+def listeners(conn) -> set[int]:
+    rows = conn.execute(
+        "select pid from pg_stat_activity"
+        " where datname = current_database() and query ilike 'listen%%'"
+    ).fetchall()
+    return {row["pid"] for row in rows}
+
+
+def test_a_worker_whose_listen_connection_was_cut_listens_again(dsn, conn) -> None:
+    source = PostgresSource(dsn)
+    with working(dsn, source), connect(dsn, autocommit=True) as writer:
+        ringing.use_doorbells(PostgresDoorbells(writer))
+        first = enqueue(writer, "dispatch_bell", {}, tenant_id="a")
+        wait_for(lambda: job(conn, first)["status"] == "done")
+        [cut] = listeners(conn)
+        conn.execute("select pg_terminate_backend(%s)", (cut,))
+        # Listening again on a new connection; a doorbell rung in the gap would be the sweep's.
+        wait_for(lambda: len(listeners(conn) - {cut}) == 1)
+        second = enqueue(writer, "dispatch_bell", {}, tenant_id="a")
+        wait_for(lambda: job(conn, second)["status"] == "done")
+    source.close()
+    assert ran() == [first, second]

@@ -9,11 +9,14 @@ heard.
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any, Protocol
 
 import boto3
+import psycopg
 
-from ..errors import ConfigurationError, InvalidDoorbell
+from ..errors import ConfigurationError, DatabaseUnavailable, InvalidDoorbell, describe
+from ..pipeline.connections import RETRY_DELAYS_S
 from ..settings import settings
 from . import MemoryDoorbells, PostgresListener, ringing
 from .message import Doorbell
@@ -28,6 +31,34 @@ class DoorbellSource(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+class PostgresSource:
+    """LISTEN on a connection of its own (PostgresListener), listening again on a new one when
+    it is lost (a restart of the server): the doorbells published meanwhile are not heard, and
+    the sweep rings their jobs again, as it does any lost doorbell's."""
+
+    def __init__(self, dsn: str) -> None:
+        self.dsn = dsn
+        self._listener = PostgresListener(dsn)
+
+    def take(self, timeout_s: float) -> list[Doorbell]:
+        try:
+            return self._listener.take(timeout_s)
+        except psycopg.OperationalError as exc:
+            log.warning("doorbells: the LISTEN connection was lost (%s); listening again", exc)
+        self._listener.close()
+        for delay in (0.0, *RETRY_DELAYS_S):
+            time.sleep(delay)
+            try:
+                self._listener = PostgresListener(self.dsn)
+                return []
+            except psycopg.OperationalError as exc:
+                problem = describe(exc)
+        raise DatabaseUnavailable(f"doorbells: could not LISTEN again: {problem}")
+
+    def close(self) -> None:
+        self._listener.close()
 
 
 class MemorySource:
@@ -85,7 +116,7 @@ def source_for(dsn: str) -> DoorbellSource:
     config = settings()
     kind = config.doorbells or "memory"
     if kind == "postgres":
-        return PostgresListener(dsn)
+        return PostgresSource(dsn)
     if kind == "sqs":
         if not config.doorbell_queue_url:
             raise ConfigurationError("FAIRQUEUE_DOORBELLS=sqs needs FAIRQUEUE_DOORBELL_QUEUE_URL")

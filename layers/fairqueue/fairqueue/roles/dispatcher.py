@@ -20,7 +20,8 @@ connection while the next claim runs on the dispatcher's own.
 The run rows: one per span of work, not per batch (fairqueue.roles.spans). A stop request lets
 the handlers in flight finish, gives back the claimed jobs whose handlers had not started, and
 closes the rows; the doorbells heard but not claimed are the sweep's, as any lost doorbell is. A
-lost connection stops nothing: the claim is made again on a new one, and a batch that lost its
+lost connection stops nothing: the Postgres source listens again on a new one
+(fairqueue.doorbells.receiving), the claim is made again on a new one, and a batch that lost its
 run's connection records its outcomes on a new one and closes its row with the fault. Any other
 error stops the worker, and the process, for its supervisor to start again.
 """
