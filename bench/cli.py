@@ -16,6 +16,7 @@ from . import (
     claim_scale,
     claim_tenants,
     database,
+    doorbells,
     enqueue,
     fairness,
     fairness_tenants,
@@ -24,7 +25,7 @@ from . import (
     throughput,
 )
 from .machine import library_fingerprint, machine
-from .peers import PEERS
+from .peers import PEERS, PGQUEUER
 from .peers.workers import PeerDrain, timed_drain
 from .report import markdown, write
 from .results import Results
@@ -90,6 +91,8 @@ def run(dsn: str, sizes: Sizes, server: str, progress: Progress, *, keep: bool) 
         # First, on a quiet server: the enqueue runs are a fifth of a second each, and the
         # workloads after them leave autovacuum working through fairqueue's tables for minutes.
         queued = enqueue.measure(conn, dsn, peer_dsns, sizes, progress)
+        # Milliseconds, so on a quiet server too.
+        rung = doorbells.measure(dsn, peer_dsns[PGQUEUER.name], sizes, progress)
         ours, theirs = drains(conn, dsn, peer_dsns, sizes, progress)
         cases = latency.last_day_history(conn, sizes, progress)
         cases.append(latency.expired_history(conn, sizes, progress))
@@ -128,6 +131,7 @@ def run(dsn: str, sizes: Sizes, server: str, progress: Progress, *, keep: bool) 
         health=churned,
         enqueue=queued,
         admission=admitted,
+        doorbells=rung,
         elapsed_s=time.monotonic() - started,
     )
 

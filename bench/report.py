@@ -8,7 +8,15 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from . import admission_report, chart, claim_scale, claim_tenants, enqueue, fairness_tenants
+from . import (
+    admission_report,
+    chart,
+    claim_scale,
+    claim_tenants,
+    doorbells,
+    enqueue,
+    fairness_tenants,
+)
 from .formats import MIB, count, percent, plural, ratio, table, title
 from .results import BARE, FAIRQUEUE, FAIRQUEUE_DRAINS, Results
 from .targets import evaluate
@@ -43,7 +51,8 @@ def as_json(results: Results) -> dict[str, Any]:
     base = {c.pending: c for c in results.last_day if c.history == _base_history(results)}
     return {
         "benchmark": "fairqueue beside pgqueuer and procrastinate: drain, claim latency,"
-        " fairness under skew and between tenants, table health, enqueue, admission",
+        " fairness under skew and between tenants, table health, enqueue, admission,"
+        " doorbell latency",
         "mode": results.mode,
         "machine": asdict(results.machine),
         "library": results.library,
@@ -103,6 +112,7 @@ def as_json(results: Results) -> dict[str, Any]:
         ],
         "enqueue": enqueue.as_json(results.enqueue, results.sizes),
         "admission": admission_report.as_json(results.admission, results.sizes),
+        "doorbells": doorbells.as_json(results.doorbells),
     }
 
 
@@ -431,6 +441,8 @@ def markdown(results: Results) -> str:
         *enqueue.section(results.enqueue, results.sizes),
         "",
         *admission_report.section(results.admission, results.sizes),
+        "",
+        *doorbells.section(results.doorbells),
         "",
         f"Whole run: {results.elapsed_s:.0f} s.",
     ]

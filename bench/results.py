@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from .admission import Admission
 from .claim_scale import ScaleCase
 from .claim_tenants import LevelCase
+from .doorbells import DoorbellLatency
 from .enqueue import EnqueueRun
 from .fairness import FairnessResult
 from .fairness_tenants import TenantFairness
@@ -50,6 +51,8 @@ class Results:
     enqueue: list[EnqueueRun]
     # POST /jobs through the local API, direct and through PgBouncer.
     admission: Admission
+    # From an enqueue's commit to its handler's start: fairqueue's doorbells, then pgqueuer's.
+    doorbells: list[DoorbellLatency]
     elapsed_s: float
 
     @property

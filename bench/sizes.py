@@ -79,6 +79,12 @@ class Sizes:
     # run_pipeline processes draining `throughput_jobs` direct and through PgBouncer
     # (bench/pooled_pipelines.py).
     pooled_pipelines: int
+    # Doorbells (bench/doorbells.py): jobs enqueued one at a time `doorbell_pace_s` apart after
+    # `doorbell_warmup` uncounted ones, then a burst enqueued at once.
+    doorbell_jobs: int
+    doorbell_pace_s: float
+    doorbell_warmup: int
+    doorbell_burst: int
 
     @property
     def groups(self) -> int:
@@ -131,6 +137,10 @@ FULL = Sizes(
     admission_warmup_s=2.0,
     admission_seconds=10.0,
     pooled_pipelines=8,
+    doorbell_jobs=200,
+    doorbell_pace_s=0.05,
+    doorbell_warmup=10,
+    doorbell_burst=1_000,
 )
 
 SMOKE = Sizes(
@@ -176,4 +186,8 @@ SMOKE = Sizes(
     admission_seconds=0.4,
     # Spawning each process costs the smoke run about a second of this machine's two cores.
     pooled_pipelines=2,
+    doorbell_jobs=10,
+    doorbell_pace_s=0.02,
+    doorbell_warmup=2,
+    doorbell_burst=50,
 )

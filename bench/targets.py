@@ -11,19 +11,23 @@ backlog (the claim's p99); the enqueue target compares enqueue_many with pgqueue
 enqueue, the same number of jobs per call, median against median; the admission targets
 compare POST /jobs at 16 clients with 1 client (one API process, direct), and through
 PgBouncer with direct at the most clients (rate, and the server connections each used), each
-way a fleet of one-connection API processes, one per client.
+way a fleet of one-connection API processes, one per client; the doorbell targets compare
+fairqueue's Postgres doorbells with pgqueuer's NOTIFY path, the start's p99 at one job every 50
+ms and a burst's jobs per second.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import admission_report, claim_tenants, enqueue, fairness_tenants
+from . import admission_report, claim_tenants, doorbells, enqueue, fairness_tenants
 from .formats import title
 from .results import BARE, FAIRQUEUE, FAIRQUEUE_GROUPS, FAIRQUEUE_GROUPS_Q4, Results
 
 MIN_JAIN = 0.99
 MAX_P99_GROWTH = 2.0
+# A doorbell job's start, commit to handler, against pgqueuer's NOTIFY path in the same run.
+MAX_DOORBELL_P99_OVER_PGQUEUER = 2.0
 
 
 @dataclass(frozen=True)
@@ -226,6 +230,36 @@ def _admission(results: Results) -> list[Target]:
     return targets
 
 
+def _doorbells(results: Results) -> list[Target]:
+    ours = doorbells.by_system(results.doorbells, doorbells.FAIRQUEUE)
+    theirs = doorbells.by_system(results.doorbells, "pgqueuer")
+    if ours is None or theirs is None:
+        return []
+    limit = MAX_DOORBELL_P99_OVER_PGQUEUER
+    p99 = ours.p99_ms / theirs.p99_ms
+    burst = ours.burst_per_s / theirs.burst_per_s
+    return [
+        Target(
+            goal=f"doorbell job start p99 (commit to handler, one job every {ours.pace_ms:g} ms)"
+            f" <= {limit:g}x pgqueuer's",
+            fairqueue=f"{ours.p99_ms:.1f} ms (p50 {ours.p50_ms:.1f} ms)",
+            other=f"pgqueuer {theirs.p99_ms:.1f} ms (p50 {theirs.p50_ms:.1f} ms)",
+            ratio=p99,
+            met=p99 <= limit,
+        ),
+        Target(
+            goal=f"a burst of {ours.burst_jobs:,} doorbell jobs started at least as fast as"
+            " pgqueuer starts it",
+            fairqueue=f"{ours.burst_per_s:,.0f} jobs/s (last start {ours.burst_last_start_ms:,.0f}"
+            " ms)",
+            other=f"pgqueuer {theirs.burst_per_s:,.0f} jobs/s (last start"
+            f" {theirs.burst_last_start_ms:,.0f} ms)",
+            ratio=burst,
+            met=burst >= 1.0,
+        ),
+    ]
+
+
 def evaluate(results: Results) -> list[Target]:
     goals = [
         ("pgqueuer", "drain >= pgqueuer's best", 1.0),
@@ -256,4 +290,5 @@ def evaluate(results: Results) -> list[Target]:
         *_tenant_claim(results),
         *_enqueue(results),
         *_admission(results),
+        *_doorbells(results),
     ]

@@ -58,3 +58,68 @@ $$;
 alter function fairqueue.mark_rung(uuid[]) owner to fairqueue_owner;
 revoke all on function fairqueue.mark_rung(uuid[]) from public, fairqueue_app;
 grant execute on function fairqueue.mark_rung(uuid[]) to fairqueue_app;
+
+-- Doorbells' jobs claimed, one doorbell or a burst in one statement: each doorbell (p_ids and
+-- p_tenant_ids in step) takes only a pending, due job of its tenant, of a type the worker runs
+-- (each type's lease in p_leases), outside a paused group; then it is running, one attempt more,
+-- leased to p_locked_by. A duplicate, late or foreign doorbell takes nothing. A caller whose transaction is clamped takes only doorbells inside its
+-- clamp. Rows another transaction has locked are passed over rather than waited for: whoever
+-- holds them is changing them, and two workers that heard the same burst never wait on each
+-- other (nor deadlock, locking in different orders). When it takes a job, the transaction
+-- commits without waiting for its WAL to reach disk, as every claim's does. Ids and tenants
+-- only: the caller reads the rest under each tenant's clamp (read_claimed).
+create or replace function fairqueue.jobs_claim_by_ids(p_ids uuid[], p_tenant_ids text[],
+    p_types text[], p_leases double precision[], p_locked_by text, p_run_id uuid)
+returns table (id uuid, tenant_id text)
+language plpgsql security definer set search_path = pg_catalog, pg_temp
+as $$
+declare
+    unclamped constant boolean := fairqueue.clamped_to_no_one();
+begin
+    perform fairqueue.door_argument(
+        cardinality(p_ids) = cardinality(p_tenant_ids) and cardinality(p_ids) <= 10000,
+        'jobs_claim_by_ids: one tenant id for each job id, at most 10000 of them');
+    perform fairqueue.door_argument(
+        cardinality(p_types) = cardinality(p_leases)
+            and coalesce((select bool_and(s > 0 and s <= 86400) from unnest(p_leases) s), true),
+        'jobs_claim_by_ids: each type needs a lease over 0 and at most 86400 seconds');
+    perform fairqueue.door_argument(coalesce(length(p_locked_by), 0) between 1 and 200,
+        'jobs_claim_by_ids: locked_by must be 1 to 200 characters');
+    return query
+    with doorbell as (
+        select distinct d.id, d.tenant_id
+          from unnest(p_ids, p_tenant_ids) as d (id, tenant_id)
+         where unclamped or fairqueue.within_clamp(d.tenant_id)
+    ), claimable as (
+        select j.id, lease.seconds
+          from fairqueue.jobs j
+          join doorbell d on d.id = j.id and d.tenant_id is not distinct from j.tenant_id
+          join unnest(p_types, p_leases) as lease (type, seconds) on lease.type = j.type
+         where j.status = 'pending'
+           and j.run_after <= now()
+           and not exists (select 1 from fairqueue.groups g
+                            where g.key = j.group_key and g.tenant_id is not distinct from j.tenant_id
+                              and g.status = 'paused')
+         order by j.id
+           for update of j skip locked
+    )
+    update fairqueue.jobs j
+       set status = 'running',
+           attempts = j.attempts + 1,
+           locked_at = now(),
+           lease_until = now() + c.seconds * interval '1 second',
+           locked_by = p_locked_by,
+           run_id = p_run_id
+      from claimable c
+     where j.id = c.id
+    returning j.id, j.tenant_id;
+    if found then
+        perform set_config('synchronous_commit', 'off', true);
+    end if;
+end $$;
+alter function fairqueue.jobs_claim_by_ids(uuid[], text[], text[], double precision[], text, uuid)
+    owner to fairqueue_owner;
+revoke all on function fairqueue.jobs_claim_by_ids(uuid[], text[], text[], double precision[],
+    text, uuid) from public, fairqueue_app;
+grant execute on function fairqueue.jobs_claim_by_ids(uuid[], text[], text[], double precision[],
+    text, uuid) to fairqueue_app;

@@ -66,6 +66,8 @@ def test_a_development_stage_list_is_refused_naming_stages_spec(
         ({"StagesSpec": "my_stages"}, "StagesSpec"),
         ({"CronIntervalMinutes": "3"}, "CronIntervalMinutes"),
         ({"WorkerMaxConcurrency": "1"}, "WorkerMaxConcurrency"),
+        ({"WorkerBatchSize": "11"}, "WorkerBatchSize"),
+        ({"WorkerBatchingWindowSeconds": "61"}, "WorkerBatchingWindowSeconds"),
         ({"JwtIssuer": "http://issuer.example.com"}, "JwtIssuer"),
         ({"JwtIssuer": "https://issuer.example.com"}, "JwtAudience"),
         ({"JwtAudience": "fairqueue-client"}, "JwtIssuer"),
@@ -77,6 +79,20 @@ def test_a_bad_or_half_given_parameter_is_refused_by_name(
     with pytest.raises(DeployRefused) as refused:
         deployment.stack(defaults=True, **({"StagesSpec": OWN_STAGES} | parameters))
     assert named in str(refused.value)
+
+
+def test_by_default_the_doorbell_queue_invokes_the_worker_without_waiting_to_fill_a_batch(
+    deployment: Deployment,
+) -> None:
+    stack = deployment.stack(defaults=True, StagesSpec=OWN_STAGES)
+    worker = stack.template["Resources"]["WorkerFunction"]["Properties"]
+    source = stack.resolve(worker["Events"]["Doorbells"]["Properties"])
+    assert (source["MaximumBatchingWindowInSeconds"], source["BatchSize"]) == (0, 10)
+    wider = deployment.stack(
+        defaults=True, StagesSpec=OWN_STAGES, WorkerBatchingWindowSeconds="5", WorkerBatchSize="4"
+    )
+    source = wider.resolve(worker["Events"]["Doorbells"]["Properties"])
+    assert (source["MaximumBatchingWindowInSeconds"], source["BatchSize"]) == ("5", "4")
 
 
 @pytest.mark.parametrize("logical_id", sorted(RUN_ROWS))

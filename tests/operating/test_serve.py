@@ -81,18 +81,18 @@ def status(conn, job_id) -> tuple[str, int]:
     return row["status"], row["attempts"]
 
 
+def listening(conn) -> bool:
+    row = conn.execute(
+        # This test's database only: another suite on the server may be listening.
+        "select count(*) as n from pg_stat_activity"
+        " where datname = current_database() and query ilike 'listen%%'"
+    ).fetchone()
+    return row["n"] > 0
+
+
 def test_a_doorbell_over_notify_is_run_by_the_worker_role(start, dsn, conn) -> None:
     process = start("worker")
-    wait_for(
-        lambda: (
-            conn.execute(
-                # This test's database only: another suite on the server may be listening.
-                "select count(*) as n from pg_stat_activity"
-                " where datname = current_database() and query ilike 'listen%%'"
-            ).fetchone()["n"]
-            > 0
-        )
-    )
+    wait_for(lambda: listening(conn))
     with connect(dsn) as c:
         job_id = enqueue(c, "serve_bell", {}, tenant_id="t")
     wait_for(lambda: status(conn, job_id) == ("done", 1))
@@ -101,6 +101,26 @@ def test_a_doorbell_over_notify_is_run_by_the_worker_role(start, dsn, conn) -> N
     runs = conn.execute("select trigger, stop_reason, finished_at from fairqueue.runs").fetchall()
     assert runs and all(r["finished_at"] is not None for r in runs)
     assert {r["trigger"] for r in runs} == {"doorbell"}
+
+
+def test_sigterm_to_the_worker_finishes_the_doorbell_job_in_flight_and_closes_its_run_row(
+    start, dsn, conn, tmp_path: Path
+) -> None:
+    process = start("worker", TEST_HANDLERS_STARTED_DIR=str(tmp_path))
+    wait_for(lambda: listening(conn))
+    with connect(dsn) as c:  # one commit: the three doorbells come together
+        ids = [enqueue(c, "serve_slow_bell", {"n": n}, tenant_id="t") for n in range(3)]
+    wait_for(lambda: any((tmp_path / str(i)).exists() for i in ids))
+    process.send_signal(signal.SIGTERM)  # the first handler is mid-sleep
+    output, _ = process.communicate(timeout=20)
+    assert process.returncode == 0, output
+    # One handler at a time: the one in flight finished; the two behind it were given back, or
+    # never claimed if their doorbells came after the first's claim, pending either way.
+    assert sorted(status(conn, i) for i in ids) == [("done", 1), ("pending", 0), ("pending", 0)]
+    [run] = conn.execute("select * from fairqueue.runs").fetchall()
+    assert (run["trigger"], run["stop_reason"], run["jobs_done"]) == ("doorbell", "time_budget", 1)
+    assert run["finished_at"] is not None
+    assert run["summary"]["interrupted"] == "stop requested"
 
 
 def test_sigterm_finishes_the_job_in_flight_and_gives_back_the_rest(start, conn) -> None:

@@ -24,6 +24,13 @@ def sleepy(job: Job) -> None:
     time.sleep(30.0)
 
 
+def slow_bell(job: Job) -> None:
+    started = os.environ.get("TEST_HANDLERS_STARTED_DIR")
+    if started:
+        (Path(started) / str(job.id)).touch()
+    time.sleep(1.0)
+
+
 def slow_hook(result: Result, conn: psycopg.Connection[Any]) -> None:
     conn.execute("insert into public.hook_calls (job_id) values (%s)", (result.job_id,))
     time.sleep(0.5)
@@ -31,6 +38,7 @@ def slow_hook(result: Result, conn: psycopg.Connection[Any]) -> None:
 
 STAGES = [
     Stage("serve_bell", handler=lambda job: None, delivery="doorbell"),
+    Stage("serve_slow_bell", handler=slow_bell, delivery="doorbell", job_timeout_s=5),
     Stage("serve_slow", handler=slow, batch=4, concurrency=1, job_timeout_s=2),
     Stage("serve_sleepy", handler=sleepy, batch=1),
     Stage(

@@ -215,8 +215,8 @@ def test_a_plan_is_set_only_for_the_clamps_tenant(
         ("select * from fairqueue.job_defer(%s, 'b', 'w', now() + interval '1 year')", "b_running"),
         ("select * from fairqueue.jobs_give_back(array[%s]::uuid[], 'b', 'w')", "b_running"),
         (
-            "select * from fairqueue.job_claim_by_id(%s, 'b', array['rewrite_kind'],"
-            " array[60.0]::float8[], 'thief', null)",
+            "select * from fairqueue.jobs_claim_by_ids(array[%s]::uuid[], array['b'],"
+            " array['rewrite_kind'], array[60.0]::float8[], 'thief', null)",
             "b_pending",
         ),
         (

@@ -217,7 +217,7 @@ DOORS = {
     "job_fail_now",
     "job_defer",
     "jobs_give_back",
-    "job_claim_by_id",
+    "jobs_claim_by_ids",
     "job_lock_owed_give_up",
     "job_give_up_fired",
     "job_cancel",

@@ -160,16 +160,29 @@ class PostgresListener:
         while remaining is None or remaining > 0:
             left = max(0.0, deadline - monotonic())
             for notify in self._conn.notifies(timeout=left, stop_after=remaining):
-                try:
-                    doorbell = Doorbell.parse(notify.payload)
-                except InvalidDoorbell as exc:
-                    log.warning("doorbells: skipped a payload on %s: %s", self.channel, exc)
+                doorbell = self._parsed(notify)
+                if doorbell is None:
                     continue
                 if remaining is not None:
                     remaining -= 1
                 yield doorbell
             if monotonic() >= deadline:
                 return
+
+    def take(self, timeout_s: float) -> list[Doorbell]:
+        """Waits at most ``timeout_s`` for a doorbell; once one came, returns it with every other
+        already here, without waiting for more."""
+        heard = list(self._conn.notifies(timeout=timeout_s, stop_after=1))
+        if heard:
+            heard += self._conn.notifies(timeout=0)
+        return [doorbell for doorbell in map(self._parsed, heard) if doorbell is not None]
+
+    def _parsed(self, notify: psycopg.Notify) -> Doorbell | None:
+        try:
+            return Doorbell.parse(notify.payload)
+        except InvalidDoorbell as exc:
+            log.warning("doorbells: skipped a payload on %s: %s", self.channel, exc)
+            return None
 
     def close(self) -> None:
         self._conn.close()

@@ -143,10 +143,20 @@ class Run:
         bound = stage.batch_seconds(jobs)
         return bound if bound is not None else self.longest_batch.get(stage.name, 0.0)
 
-    def run_batch(self, stage: Stage, batch: list[claim.ClaimedJob]) -> None:
+    def run_batch(
+        self,
+        stage: Stage,
+        batch: list[claim.ClaimedJob],
+        *,
+        concurrency: int | None = None,
+        handlers_done: Callable[[], None] | None = None,
+    ) -> None:
         """Run a batch's handlers, then record each outcome. Should the run's connection be
         lost, no further handler starts; each outcome is recorded on a new connection, and the
-        run then stops with ConnectionLost, so no handler that finished has to run again."""
+        run then stops with ConnectionLost, so no handler that finished has to run again.
+        ``concurrency``: the most handlers at once, when less than the stage's (a worker whose
+        other batches of the stage hold the rest); ``handlers_done`` is called once the last
+        handler has returned, before the outcomes are recorded."""
         tally = self.tally.stage(stage.name)
         tally.batches += 1
         tally.claimed += len(batch)
@@ -157,7 +167,7 @@ class Run:
         bells: list[Doorbell] = []
         failures: list[tuple[claim.ClaimedJob, BaseException]] = []
         not_started: list[claim.ClaimedJob] = []
-        handlers = self.executor.run_handlers(stage, batch)
+        handlers = self.executor.run_handlers(stage, batch, concurrency or stage.concurrency)
         leases = ExitStack()
         leases.enter_context(self.leases.kept(stage, batch, self.executor.started_at))
         with leases, self._given_back_on_abort(stage, batch):
@@ -173,6 +183,8 @@ class Run:
                 else:
                     assert error is not None
                     failures.append((job, error))
+            if handlers_done is not None:
+                handlers_done()
             self._record(lambda: self.outcomes.completed_with_writes(recorded, bells, tally))
             for job, error in failures:
                 self._record(partial(self.outcomes.finalize_failure, stage, job, error, tally))

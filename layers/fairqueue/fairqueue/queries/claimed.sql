@@ -54,19 +54,18 @@ select id from fairqueue.jobs_give_back(%(ids)s::uuid[], %(tenant_id)s, %(locked
 -- A door (sql/functions/abandoned.sql): fails jobs that died on their last attempt, returns their ids.
 select id, type, tenant_id, last_error from fairqueue.fail_abandoned(%(types)s, %(limit)s);
 
--- name: claim_by_id
--- A door (sql/functions/lifecycle.sql), under the doorbell's tenant clamp: only a pending, due job
--- of that tenant, of a type this worker runs, outside a paused group. A duplicate, late or
--- mismatched doorbell claims nothing. The worker's transaction holds this statement alone, and
--- the door has it commit without waiting for its WAL to reach disk when it takes the job, as
--- claim_and_read's own transaction does (docs/design/claim.md, "A claim commits without waiting
--- for the disk"). The payload, which no door returns, is read in the same statement under the
--- clamp (the row as the statement began: a claim changes no payload).
-select c.id, c.type, j.payload, c.tenant_id, c.group_id, c.attempts, c.max_attempts, c.lane,
-       c.delta_of, c.upstream_id, c.released, c.release_tries
-  from fairqueue.job_claim_by_id(%(id)s, %(tenant_id)s, %(types)s::text[], %(leases)s::float8[],
-                                 %(locked_by)s, %(run_id)s) c
-  join fairqueue.jobs j on j.id = c.id and j.tenant_id is not distinct from c.tenant_id;
+-- name: claim_by_ids
+-- A burst of doorbells claimed by one door (sql/functions/doorbells.sql), which hands the ids and
+-- tenant ids it took to read_claimed, which reads each tenant's jobs under that tenant's clamp:
+-- one statement and one round trip, as claim_and_read (sql/order/claim.queries.sql). The columns
+-- are claim.ClaimedJob's fields, in their order.
+select r.id, r.type, r.payload, r.tenant_id, r.group_id, r.attempts, r.max_attempts, r.lane,
+       r.delta_of, r.upstream_id, r.released, r.release_tries
+  from (select array_agg(c.tenant_id) as tenant_ids, array_agg(c.id) as ids
+          from fairqueue.jobs_claim_by_ids(%(ids)s::uuid[], %(tenant_ids)s::text[],
+                                           %(types)s::text[], %(leases)s::float8[],
+                                           %(locked_by)s, %(run_id)s) c) c
+ cross join lateral fairqueue.read_claimed(c.tenant_ids, c.ids, %(locked_by)s) r;
 
 -- name: stale_doorbells
 -- A door (sql/functions/doorbells.sql): due doorbell jobs whose last ring is stale.

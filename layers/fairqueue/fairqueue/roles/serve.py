@@ -3,7 +3,8 @@
 ``fairqueue serve --role cron|worker|sweeper|backstop|api|all`` (or ``FAIRQUEUE_ROLE``). Each
 role is a loop in a thread; a stop request (SIGTERM, Ctrl-C) lets each finish what it is doing:
 the cron run finishes its job in flight, gives back what it claimed but had not started, and
-closes its run row; the worker finishes the doorbells it took; the backstop finishes the batch
+closes its run row; the worker finishes the jobs whose handlers run, gives back the rest of what
+it claimed and closes its run rows (fairqueue.roles.dispatcher); the backstop finishes the batch
 of results it recorded, hooks included; the API answers the requests in flight. The backstop
 has a thread of its own so that the sweeper's lease recovery never waits behind a slow hook.
 ``all`` includes the API only when ``FAIRQUEUE_API_SECRET`` is set: without it, it could not
@@ -15,29 +16,26 @@ from __future__ import annotations
 import logging
 import sys
 import threading
-from collections.abc import Callable, Iterator, Sequence
-from typing import Any, Final
-
-import boto3
+from collections.abc import Callable, Sequence
+from typing import Final
 
 from .. import api
-from ..doorbells import Doorbell, MemoryDoorbells, PostgresListener, ringing
-from ..errors import ConfigurationError, InvalidDoorbell
+from ..doorbells import ringing
+from ..doorbells.receiving import source_for
+from ..errors import ConfigurationError
 from ..pipeline import run_pipeline
 from ..settings import settings
 from ..stage import Stage
 from ..validation import shown_value
 from .backstop import Backstop
+from .dispatcher import DoorbellWorker
 from .sweeper import sweep
-from .worker import ring_all
 
 log = logging.getLogger("fairqueue.serve")
 
 ROLES: Final = ("cron", "worker", "sweeper", "backstop", "all", "api")
 CRON_INTERVAL_S: Final = 300.0
 SWEEP_INTERVAL_S: Final = 60.0
-# How long a worker waits for doorbells before it looks at the stop flag again.
-POLL_S: Final = 1.0
 
 
 def roles_of(role: str) -> list[str]:
@@ -138,56 +136,14 @@ def _rescue(backstop: Backstop, stop: threading.Event) -> None:
 
 
 def _work(dsn: str, stages: Sequence[Stage], stop: threading.Event) -> None:
-    for doorbells in _doorbell_batches(dsn, stop):
-        if doorbells:
-            ring_all(dsn, stages, doorbells)
+    source = source_for(dsn)
+    try:
+        DoorbellWorker(dsn, stages, stop, source).run()
+    finally:
+        source.close()
 
 
 def _answer(server: api.ApiServer, stop: threading.Event) -> None:
     """Serve requests until a stop is requested; closing waits for those in flight."""
     with server:
         server.serve_until(stop)
-
-
-def _doorbell_batches(dsn: str, stop: threading.Event) -> Iterator[list[Doorbell]]:
-    """Doorbells as they arrive, in small batches, until a stop is requested."""
-    config = settings()
-    kind = config.doorbells or "memory"
-    if kind == "postgres":
-        with PostgresListener(dsn) as listener:
-            while not stop.is_set():
-                yield list(listener.doorbells(POLL_S, stop_after=10))
-    elif kind == "sqs":
-        if not config.doorbell_queue_url:
-            raise ConfigurationError("FAIRQUEUE_DOORBELLS=sqs needs FAIRQUEUE_DOORBELL_QUEUE_URL")
-        yield from _sqs_batches(config.doorbell_queue_url, stop)
-    else:
-        adapter = ringing.adapter_for(None)
-        if not isinstance(adapter, MemoryDoorbells):
-            raise ConfigurationError(f"no way to receive doorbells from {adapter.name!r}")
-        while not stop.is_set():
-            bell = adapter.receive(POLL_S)
-            yield [bell] if bell is not None else []
-
-
-def _sqs_batches(queue_url: str, stop: threading.Event) -> Iterator[list[Doorbell]]:
-    """Long-polls the queue; a message is deleted once its doorbell was handled. A malformed
-    one stays, to reach the dead-letter queue after its receives run out."""
-    client: Any = boto3.client("sqs")
-    try:
-        while not stop.is_set():
-            messages = client.receive_message(
-                QueueUrl=queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=int(POLL_S) or 1
-            ).get("Messages", [])
-            doorbells, handled = [], []
-            for message in messages:
-                try:
-                    doorbells.append(Doorbell.parse(message["Body"]))
-                    handled.append(message)
-                except InvalidDoorbell as exc:
-                    log.warning("malformed doorbell %s: %s", message["MessageId"], exc)
-            yield doorbells
-            for message in handled:
-                client.delete_message(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"])
-    finally:
-        client.close()

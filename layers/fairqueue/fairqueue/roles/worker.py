@@ -1,4 +1,6 @@
-"""The doorbell worker: claim one job by id under its tenant, run it, finalize it.
+"""The doorbell worker on Lambda: each doorbell of an SQS batch claims its job by id under its
+tenant, runs it, finalizes it (the long-running worker is fairqueue.roles.dispatcher; both claim
+with ``claim_doorbells``).
 
 A doorbell is only a hint. The claim is one UPDATE that only a pending, due job of the
 doorbell's tenant satisfies, so a duplicate, a late doorbell for a finished job, or one whose
@@ -20,6 +22,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Literal
 
+from psycopg.rows import args_row
+
 from ..db import Connection
 from ..doorbells import Doorbell
 from ..errors import ConfigurationError, describe
@@ -27,7 +31,6 @@ from ..pipeline import claim
 from ..pipeline.run import LambdaContextLike, Run, RunResult, budget_seconds, invocation
 from ..queries import query
 from ..stage import Stage
-from ..tenancy import tenant_transaction
 
 log = logging.getLogger("fairqueue.worker")
 
@@ -78,24 +81,13 @@ class DoorbellRun:
         run = self.run
         if run.seconds_left() <= 0:
             raise OutOfTime("no time left in this invocation to start a job")
-        with run.db.use() as conn, tenant_transaction(conn, doorbell.tenant_id):
-            row = conn.execute(
-                query("claim_by_id"),
-                {
-                    "id": doorbell.job_id,
-                    # Named as well as clamped: a superuser login is not held by the clamp.
-                    "tenant_id": doorbell.tenant_id,
-                    "types": list(self.stages),
-                    "leases": [s.lease_s for s in self.stages.values()],
-                    "locked_by": run.locked_by,
-                    "run_id": run.run_id,
-                },
-            ).fetchone()
-        if row is None:
+        with run.db.use() as conn:
+            claimed = claim_doorbells(conn, run, [doorbell], list(self.stages.values()))
+        if not claimed:
             run.tally.count("doorbells_dropped")
             log.info("dropped doorbell %s: nothing of that tenant to claim", doorbell.to_json())
             return "dropped"
-        job = claim.ClaimedJob.from_row(row)
+        [job] = claimed
         stage = self.stages[job.type]
         # The stage knows its job's type only now: checked after the claim, given back if late.
         needed = run.seconds_needed(stage, 1)
@@ -131,6 +123,28 @@ def doorbell_run(
         deadline = time.monotonic() + budget_seconds(float("inf"), context, margin_s)
     with invocation(dsn, stages, trigger=trigger, conn=conn, deadline=deadline) as run:
         yield DoorbellRun(run)
+
+
+def claim_doorbells(
+    conn: Connection, run: Run, doorbells: Sequence[Doorbell], stages: Sequence[Stage]
+) -> list[claim.ClaimedJob]:
+    """The jobs of ``doorbells`` that one statement could claim for ``run``, of ``stages``' types:
+    each only a pending, due job of the doorbell's tenant (sql/functions/doorbells.sql), so a
+    duplicate, late or foreign doorbell claims nothing. On an autocommit connection the statement
+    is its own transaction, which commits without waiting for the disk when it took a job."""
+    cursor = conn.cursor(row_factory=args_row(claim.ClaimedJob))
+    return cursor.execute(
+        query("claim_by_ids"),
+        {
+            "ids": [d.job_id for d in doorbells],
+            # Named as well as checked against any clamp: a superuser login is not held by one.
+            "tenant_ids": [d.tenant_id for d in doorbells],
+            "types": [s.name for s in stages],
+            "leases": [s.lease_s for s in stages],
+            "locked_by": run.locked_by,
+            "run_id": run.run_id,
+        },
+    ).fetchall()
 
 
 def ring_all(
