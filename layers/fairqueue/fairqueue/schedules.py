@@ -163,12 +163,13 @@ def find_schedules(
     return [read[row["id"]] for row in found if row["id"] in read]
 
 
-def schedule_of_job(conn: Connection, dedupe_key: str | None) -> str | None:
-    """The name of the schedule whose tick made a job with this dedupe key, read under the
-    clamp the caller's transaction has (the job's tenant's); None for any other job."""
+def schedule_of_job(conn: Connection, dedupe_key: str | None, tenant_id: str | None) -> str | None:
+    """The name of the tenant's schedule whose tick made a job with this dedupe key, read under
+    the tenant's clamp; None for any other job, or when the schedule is gone."""
     if dedupe_key is None:
         return None
-    row = conn.execute(query("schedule_of_job"), {"dedupe_key": dedupe_key}).fetchone()
+    with tenant_scope(conn, tenant_id):
+        row = conn.execute(query("schedule_of_job"), {"dedupe_key": dedupe_key}).fetchone()
     return None if row is None else str(row["name"])
 
 

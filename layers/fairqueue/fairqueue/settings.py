@@ -362,7 +362,10 @@ def _problem(error: ErrorDetails) -> str:
     if kind == "literal_error":
         allowed = str(context.get("expected", "")).replace("'", "").replace(" or ", ", ")
         return f"{variable}={value!r} is not one of: {allowed}"
-    if kind == "string_pattern_mismatch" and variable in ("FAIRQUEUE_STAGES", "FAIRQUEUE_SCHEDULES"):
+    if kind == "string_pattern_mismatch" and variable in (
+        "FAIRQUEUE_STAGES",
+        "FAIRQUEUE_SCHEDULES",
+    ):
         return f"{variable} must look like module:attribute, got {shown_value(value)}"
     if kind in ("float_parsing", "float_type", "finite_number"):
         return f"{variable} must be a number{unit}, got {shown_value(value)}"

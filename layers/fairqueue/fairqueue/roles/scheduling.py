@@ -63,19 +63,21 @@ def sweep_schedules(
     declared: Sequence[Schedule] | None,
     *,
     on_time: timedelta = ON_TIME,
+    batch: int = BATCH,
 ) -> ScheduleSweep:
-    """Keep the declared schedules in step (None: leave them), then make every due tick."""
+    """Keep the declared schedules in step (None: leave them), then make every due tick,
+    ``batch`` schedules a transaction."""
     changed = removed = 0
     if declared is not None:
         changed, removed = _declare(conn, declared)
     made = 0
     for _ in range(MAX_BATCHES):
-        batch = _sweep_batch(conn, on_time)
-        if batch.bells:
+        swept = _sweep_batch(conn, on_time, batch)
+        if swept.bells:
             # A bell that fails to ring is rung again by a later sweep (stale_doorbells).
-            ringing.ring(conn, batch.bells)
-        made += batch.made
-        if batch.read < BATCH:
+            ringing.ring(conn, swept.bells)
+        made += swept.made
+        if swept.read < batch:
             break
     return ScheduleSweep(ticks_made=made, declared_changed=changed, declared_removed=removed)
 
@@ -104,11 +106,11 @@ class _Batch:
     bells: list[Doorbell]  # what the jobs of doorbell stages ring once committed
 
 
-def _sweep_batch(conn: Connection, on_time: timedelta) -> _Batch:
-    """One transaction: up to BATCH due schedules moved past their ticks, the ticks made."""
+def _sweep_batch(conn: Connection, on_time: timedelta, batch: int) -> _Batch:
+    """One transaction: up to ``batch`` due schedules moved past their ticks, the ticks made."""
     with conn.transaction():
         now = database_now(conn)
-        due = conn.execute(query("schedules_due"), {"limit": BATCH}).fetchall()
+        due = conn.execute(query("schedules_due"), {"limit": batch}).fetchall()
         if not due:
             return _Batch(read=0, made=0, bells=[])
         params: dict[str, list[Any]] = {
