@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 from uuid import UUID
 
-from fairqueue import Stage
+from fairqueue import Schedule, Stage
 from fairqueue.db import Connection
 
 TICK = Stage("tick", handler=lambda job: None, max_attempts=5)
@@ -21,3 +21,7 @@ def tick_jobs(conn: Connection) -> list[tuple[UUID, datetime]]:
         " order by 1, 2"
     ).fetchall()
     return [(r["schedule_id"], r["tick_at"]) for r in rows]
+
+
+# What FAIRQUEUE_SCHEDULES names in the tests of declared schedules.
+SCHEDULES = [Schedule("nightly-report", "tick", cron="0 3 * * *", timezone="Europe/Berlin")]
