@@ -75,9 +75,12 @@ def test_the_application_role_writes_schedules_only_through_the_doors(
 ) -> None:
     with connect(dsn, autocommit=True) as app:
         add_schedule(app, "nightly", "tick", cron="0 3 * * *", tenant_id="a")
-    with connect(dsn) as app, pytest.raises(psycopg.errors.InsufficientPrivilege):
-        with tenant_transaction(app, "a"):
-            app.execute(statement)
+    with (
+        connect(dsn) as app,
+        pytest.raises(psycopg.errors.InsufficientPrivilege),
+        tenant_transaction(app, "a"),
+    ):
+        app.execute(statement)
     assert rows(conn) == [("a", "nightly", False)]
 
 
