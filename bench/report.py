@@ -8,7 +8,15 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from . import admission_report, chart, claim_scale, claim_tenants, enqueue, fairness_tenants
+from . import (
+    admission_report,
+    chart,
+    claim_scale,
+    claim_tenants,
+    enqueue,
+    fairness_tenants,
+    schedules,
+)
 from .formats import MIB, count, percent, plural, ratio, table, title
 from .results import BARE, FAIRQUEUE, FAIRQUEUE_GROUPS, Results
 from .targets import evaluate
@@ -103,6 +111,7 @@ def as_json(results: Results) -> dict[str, Any]:
         ],
         "enqueue": enqueue.as_json(results.enqueue, results.sizes),
         "admission": admission_report.as_json(results.admission, results.sizes),
+        "schedules": schedules.as_json(results.schedules),
     }
 
 
@@ -431,6 +440,8 @@ def markdown(results: Results) -> str:
         *enqueue.section(results.enqueue, results.sizes),
         "",
         *admission_report.section(results.admission, results.sizes),
+        "",
+        *schedules.section(results.schedules, results.sizes),
         "",
         f"Whole run: {results.elapsed_s:.0f} s.",
     ]

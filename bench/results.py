@@ -14,6 +14,7 @@ from .health import TableHealth
 from .latency import LatencyCase
 from .machine import Machine
 from .peers.workers import PeerDrain
+from .schedules import ScheduleSweepRun
 from .sizes import Sizes
 from .throughput import Drain, medians
 
@@ -47,6 +48,8 @@ class Results:
     enqueue: list[EnqueueRun]
     # POST /jobs through the local API, direct and through PgBouncer.
     admission: Admission
+    # One sweep of the schedules at each count of schedules.
+    schedules: list[ScheduleSweepRun]
     elapsed_s: float
 
     @property

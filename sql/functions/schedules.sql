@@ -224,7 +224,8 @@ begin
         update fairqueue.schedules s
            set last_job_id = made.id
           from made
-         where s.id = any(moved)
+         -- Each job to its schedule by the primary key, then kept if it is the last tick's.
+         where s.id = fairqueue.schedule_of_tick_key(made.dedupe_key)
            and made.dedupe_key = fairqueue.schedule_tick_key(s.id, s.last_tick_at)
     )
     select made.id, made.tenant_id, made.type from made;

@@ -19,7 +19,7 @@ from fairqueue.db import Connection
 from fairqueue.roles.scheduling import sweep_schedules
 from fairqueue.roles.sweeper import sweep
 from fairqueue.runs import get_run
-from fairqueue.ticks import MAX_CATCH_UP, ON_TIME
+from fairqueue.schedules.ticks import MAX_CATCH_UP, ON_TIME
 from support.schedule_stages import TICK, tick_jobs
 
 pytestmark = pytest.mark.timeout(120)

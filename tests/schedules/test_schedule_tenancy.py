@@ -21,8 +21,7 @@ from fairqueue import (
 from fairqueue.db import Connection
 from fairqueue.roles.scheduling import sweep_schedules
 from fairqueue.roles.sweeper import sweep
-from fairqueue.schedule import Schedule
-from fairqueue.schedules import find_schedules
+from fairqueue.schedules import Schedule, find_schedules
 from fairqueue.tenancy import tenant_transaction
 from support.schedule_stages import TICK
 

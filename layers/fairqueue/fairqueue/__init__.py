@@ -34,8 +34,8 @@ from .pipeline import run_pipeline
 from .pipeline.run import RunResult
 from .plans import PLANS, Plan, Plans
 from .quotas import define_quota
-from .schedule import Schedule
 from .schedules import (
+    Schedule,
     add_schedule,
     get_schedule,
     list_schedules,

@@ -2,7 +2,7 @@
 due tick made a job, once (docs/design/schedules.md).
 
 A sweep reads the due schedules by their next tick, a batch at a time, locked and skipping the
-rows another sweep holds, works out their ticks here (fairqueue.ticks), and in the same
+rows another sweep holds, works out their ticks here (fairqueue.schedules.ticks), and in the same
 transaction moves each schedule past them and inserts their jobs (fairqueue.schedule_ticks).
 A tick is made by the one commit that moves its schedule past it: two sweeps at once, a retried
 invocation or a redeploy find it made and the schedule moved on.
@@ -21,10 +21,9 @@ from ..doorbells import Doorbell, ringing
 from ..errors import ConfigurationError
 from ..jobs import doorbell_of
 from ..queries import query
-from ..schedule import Schedule
-from ..schedules import database_now
+from ..schedules import Schedule, database_now
+from ..schedules.ticks import ON_TIME, Rule, catch_up_of, ticks_to_make
 from ..settings import settings
-from ..ticks import ON_TIME, Rule, catch_up_of, ticks_to_make
 from .function import import_target
 
 # Due schedules read and moved per transaction; a sweep goes on while batches come back full,

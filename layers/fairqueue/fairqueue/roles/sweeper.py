@@ -26,7 +26,7 @@ from ..doorbells import Doorbell, ringing
 from ..pipeline.run import invocation
 from ..queries import query
 from ..runs import close_abandoned_runs
-from ..schedule import Schedule
+from ..schedules import Schedule
 from ..settings import settings
 from ..stage import Stage
 from ..status import TypeStatus, queue_status

@@ -11,13 +11,13 @@ from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
-from .db import Connection
-from .errors import DuplicateSchedule, InvalidPayload, UnknownSchedule
-from .inputs import check_label
-from .job_info import MAX_LISTED
-from .queries import query
+from ..db import Connection
+from ..errors import DuplicateSchedule, InvalidPayload, UnknownSchedule
+from ..inputs import check_label
+from ..job_info import MAX_LISTED
+from ..queries import query
+from ..tenancy import mismatch_of, tenant_scope, tenants_transaction
 from .schedule import Schedule
-from .tenancy import mismatch_of, tenant_scope, tenants_transaction
 from .ticks import CatchUp, Rule
 
 

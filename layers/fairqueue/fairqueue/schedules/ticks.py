@@ -16,9 +16,9 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from cronsim import CronSim, CronSimError
 
-from .errors import InvalidSchedule
-from .inputs import MAX_DELAY
-from .validation import shown_value
+from ..errors import InvalidSchedule
+from ..inputs import MAX_DELAY
+from ..validation import shown_value
 
 CatchUp = Literal["none", "one", "all"]
 CATCH_UPS: Final = get_args(CatchUp)

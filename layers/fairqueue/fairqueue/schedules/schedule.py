@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from .inputs import check_label
-from .jobs import prepare
+from ..inputs import check_label
+from ..jobs import prepare
 from .ticks import CatchUp, Rule, catch_up_of, rule_of
 
 
