@@ -50,6 +50,7 @@ def test_smoke_run_has_every_section_with_positive_numbers(admin_dsn: str, tmp_p
         "### Claim latency by tenant and by group",
         "### Fairness between tenants",
         "### Admission",
+        "### Schedules",
     ):
         assert heading in stdout
     for loop in ("fairqueue run_pipeline", "bare SKIP LOCKED loop", "bare loop on fairqueue.jobs"):
@@ -75,6 +76,7 @@ def test_smoke_run_has_every_section_with_positive_numbers(admin_dsn: str, tmp_p
     check_health(results["health"], sizes)
     check_enqueue(results["enqueue"], sizes)
     check_admission(results["admission"], sizes)
+    check_schedules(results["schedules"], sizes)
 
 
 def test_fair_drains_alone_report_each_drain_and_the_ratios(admin_dsn: str) -> None:
@@ -292,6 +294,16 @@ def check_enqueue(found: dict[str, Any], sizes: dict[str, Any]) -> None:
     per_call = {r["way"]: r["per_call"] for r in found["rows"]}
     assert per_call["fairqueue_many"] == per_call["pgqueuer_batch"] == sizes["enqueue_batch"]
     assert found["ratio_batch_to_pgqueuer_batch"] > 0
+
+
+def check_schedules(found: dict[str, Any], sizes: dict[str, Any]) -> None:
+    # One sweep at each count of schedules: every due schedule made its one job.
+    counts = [r["schedules"] for r in found["medians"]]
+    assert counts == sorted(sizes["schedule_counts"])
+    for run in found["runs"]:
+        assert run["made"] == run["due"] == sizes["schedule_due"]
+        assert run["seconds"] > 0
+    assert found["growth"] > 0
 
 
 def check_admission(found: dict[str, Any], sizes: dict[str, Any]) -> None:
