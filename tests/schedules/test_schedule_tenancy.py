@@ -148,3 +148,18 @@ def test_the_sweeper_reads_fairqueue_schedules(dsn, conn, monkeypatch) -> None:
     monkeypatch.delenv("FAIRQUEUE_SCHEDULES")
     sweep(dsn, [TICK])
     assert len(conn.execute("select id from fairqueue.schedules").fetchall()) == 1
+
+
+def test_a_declared_schedule_of_an_unknown_type_leaves_the_table_and_the_ticks_go_on(
+    dsn, conn
+) -> None:
+    with connect(dsn, autocommit=True) as app:
+        add_schedule(app, "kept", "tick", every=timedelta(minutes=1))
+    conn.execute("update fairqueue.schedules set next_tick_at = date_trunc('minute', now())")
+    with connect(dsn, autocommit=True) as app:
+        swept = sweep_schedules(app, [Schedule("gone", "no_such_stage", cron="0 3 * * *")])
+    assert swept.declared_problem is not None
+    assert "unknown job type 'no_such_stage'" in swept.declared_problem
+    assert swept.ticks_made == 1
+    names = conn.execute("select name from fairqueue.schedules").fetchall()
+    assert [r["name"] for r in names] == ["kept"]

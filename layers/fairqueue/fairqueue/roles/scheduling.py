@@ -11,6 +11,7 @@ invocation or a redeploy find it made and the schedule moved on.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
@@ -18,13 +19,15 @@ from typing import Any, Final
 
 from ..db import Connection
 from ..doorbells import Doorbell, ringing
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, FairqueueError, describe
 from ..jobs import doorbell_of
 from ..queries import query
 from ..schedules import Schedule, database_now
 from ..schedules.ticks import ON_TIME, Rule, catch_up_of, ticks_to_make
 from ..settings import settings
 from .function import import_target
+
+log = logging.getLogger("fairqueue.scheduling")
 
 # Due schedules read and moved per transaction; a sweep goes on while batches come back full,
 # up to MAX_BATCHES of them (the rest wait for the next sweep).
@@ -39,6 +42,8 @@ class ScheduleSweep:
     ticks_made: int
     declared_changed: int
     declared_removed: int
+    # Why the declared schedules were left as they were, when one could not be checked.
+    declared_problem: str | None = None
 
 
 def load_schedules(spec: str | None = None) -> list[Schedule] | None:
@@ -67,8 +72,16 @@ def sweep_schedules(
     """Keep the declared schedules in step (None: leave them), then make every due tick,
     ``batch`` schedules a transaction."""
     changed = removed = 0
+    problem = None
     if declared is not None:
-        changed, removed = _declare(conn, declared)
+        try:
+            changed, removed = _declare(conn, declared)
+        except FairqueueError as exc:
+            # A declared schedule this process cannot check (its stage is not in the stage
+            # list, its payload no longer fits) leaves the table as it was; the ticks due are
+            # still made, and the sweeper's other work still done.
+            problem = describe(exc)
+            log.error("the declared schedules were left as they were: %s", problem)
     made = 0
     for _ in range(MAX_BATCHES):
         swept = _sweep_batch(conn, on_time, batch)
@@ -78,7 +91,12 @@ def sweep_schedules(
         made += swept.made
         if swept.read < batch:
             break
-    return ScheduleSweep(ticks_made=made, declared_changed=changed, declared_removed=removed)
+    return ScheduleSweep(
+        ticks_made=made,
+        declared_changed=changed,
+        declared_removed=removed,
+        declared_problem=problem,
+    )
 
 
 def _declare(conn: Connection, declared: Sequence[Schedule]) -> tuple[int, int]:

@@ -87,6 +87,9 @@ def sweep(
         run.tally.count("republished", len(rung))
         run.tally.count("ring_failures", len(failed))
         run.tally.count("schedule_ticks", scheduled.ticks_made)
+        if scheduled.declared_problem is not None:
+            # The problem itself is in the sweep's log.
+            run.tally.count("schedules_declared_refused")
     return SweepResult(
         run_id=run.run_id,
         republished=len(rung),

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Final, Literal, get_args
+from typing import Final, Literal, cast, get_args
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from cronsim import CronSim, CronSimError
@@ -125,7 +125,7 @@ def catch_up_of(value: object) -> CatchUp:
         raise InvalidSchedule(
             f"catch_up must be one of {', '.join(CATCH_UPS)}, got {shown_value(value)}"
         )
-    return value  # type: ignore[return-value]
+    return cast(CatchUp, value)
 
 
 def ticks_to_make(
