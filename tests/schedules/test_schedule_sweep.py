@@ -188,3 +188,20 @@ def test_the_sweepers_run_row_counts_the_ticks_it_made(dsn, conn) -> None:
     # A tick's job is an ordinary job of its type, with the schedule's attempts.
     jobs = conn.execute("select type, status, max_attempts from fairqueue.jobs").fetchall()
     assert {(j["type"], j["status"], j["max_attempts"]) for j in jobs} == {("tick", "pending", 5)}
+
+
+def test_a_rule_written_past_the_checks_is_put_off_and_the_others_tick(dsn, conn) -> None:
+    with connect(dsn, autocommit=True) as app:
+        add_schedule(app, "good", "tick", every=timedelta(minutes=1), tenant_id="t")
+        # The door itself takes what Python would refuse; the sweep must not stop at it.
+        app.execute(
+            "select * from fairqueue.schedule_add('t', 'bad', 'tick', 'not a cron', null,"
+            " 'Nowhere/Atlantis', '{}', null, 3, 'one', now())"
+        )
+    conn.execute("update fairqueue.schedules set next_tick_at = date_trunc('minute', now())")
+    with connect(dsn, autocommit=True) as app:
+        assert sweep_schedules(app, None).ticks_made == 1
+        bad = get_schedule(app, "bad", tenant_id="t")
+        swept_at = now_of(app)
+    assert timedelta(minutes=59) < bad.next_tick_at - swept_at <= timedelta(hours=1)
+    assert bad.last_job_id is None

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Final
 
+from cronsim import CronSimError
+
 from ..db import Connection
 from ..doorbells import Doorbell, ringing
 from ..errors import ConfigurationError, FairqueueError, describe
@@ -33,6 +35,8 @@ log = logging.getLogger("fairqueue.scheduling")
 # up to MAX_BATCHES of them (the rest wait for the next sweep).
 BATCH: Final = 1000
 MAX_BATCHES: Final = 100
+# How long a schedule whose rule cannot be read waits before a sweep tries it again.
+RETRY_UNREADABLE: Final = timedelta(hours=1)
 
 
 @dataclass(frozen=True)
@@ -135,12 +139,20 @@ def _sweep_batch(conn: Connection, on_time: timedelta, batch: int) -> _Batch:
         }
         for row in due:
             rule = Rule(cron=row["cron"], every_s=row["every_s"], timezone=row["timezone"])
-            ticks = ticks_to_make(
-                rule, row["next_tick_at"], now, catch_up_of(row["catch_up"]), on_time
-            )
+            try:
+                ticks = ticks_to_make(
+                    rule, row["next_tick_at"], now, catch_up_of(row["catch_up"]), on_time
+                )
+                next_tick = rule.next_after(now)
+            except (CronSimError, ValueError, KeyError, FairqueueError) as exc:
+                # A rule this process cannot read (written past the library's checks, or a
+                # timezone its tzdata lacks) must not stop every other schedule's ticks: it is
+                # put off for RETRY_UNREADABLE and logged each time.
+                log.error("schedule %s: its rule cannot be read: %s", row["id"], describe(exc))
+                ticks, next_tick = [], now + RETRY_UNREADABLE
             params["ids"].append(row["id"])
             params["was"].append(row["next_tick_at"])
-            params["next"].append(rule.next_after(now))
+            params["next"].append(next_tick)
             params["last"].append(ticks[-1] if ticks else None)
             params["tick_ids"].extend(row["id"] for _ in ticks)
             params["tick_ats"].extend(ticks)
