@@ -23,7 +23,7 @@ run: install
 # The suite's second, pooled run (tests/support/pooler.py): what a pooler in transaction mode changes
 # for the library, where PgBouncer is installed.
 POOLED_TESTS := tests/order tests/pipeline tests/tenancy tests/admission/test_lanes.py \
-	tests/delivery tests/faults tests/operating/test_pooler.py
+	tests/delivery tests/faults tests/operating/test_pooler.py tests/schedules
 
 # Test processes (pytest-xdist): the suite waits on subprocesses and on the server about as
 # much as it computes, so two processes on two cores take about 0.6 of the time of one.

@@ -22,6 +22,7 @@ from . import (
     fairness_tenants,
     health,
     latency,
+    schedules,
     throughput,
 )
 from .machine import library_fingerprint, machine
@@ -109,6 +110,7 @@ def run(dsn: str, sizes: Sizes, server: str, progress: Progress, *, keep: bool) 
         for peer in PEERS:
             churned += health.churn_peer(peer, peer_dsns[peer.name], sizes, progress)
         admitted = admission.measure(conn, dsn, sizes, progress)
+        swept = schedules.measure(conn, dsn, sizes, progress)
         database.reset(conn)
     changed = library_fingerprint() != library
     if changed:
@@ -132,6 +134,7 @@ def run(dsn: str, sizes: Sizes, server: str, progress: Progress, *, keep: bool) 
         enqueue=queued,
         admission=admitted,
         doorbells=rung,
+        schedules=swept,
         elapsed_s=time.monotonic() - started,
     )
 

@@ -16,6 +16,7 @@ from . import (
     doorbells,
     enqueue,
     fairness_tenants,
+    schedules,
 )
 from .formats import MIB, count, percent, plural, ratio, table, title
 from .results import BARE, FAIRQUEUE, FAIRQUEUE_DRAINS, Results
@@ -113,6 +114,7 @@ def as_json(results: Results) -> dict[str, Any]:
         "enqueue": enqueue.as_json(results.enqueue, results.sizes),
         "admission": admission_report.as_json(results.admission, results.sizes),
         "doorbells": doorbells.as_json(results.doorbells),
+        "schedules": schedules.as_json(results.schedules),
     }
 
 
@@ -443,6 +445,7 @@ def markdown(results: Results) -> str:
         *admission_report.section(results.admission, results.sizes),
         "",
         *doorbells.section(results.doorbells),
+        *schedules.section(results.schedules, results.sizes),
         "",
         f"Whole run: {results.elapsed_s:.0f} s.",
     ]

@@ -15,6 +15,7 @@ from .health import TableHealth
 from .latency import LatencyCase
 from .machine import Machine
 from .peers.workers import PeerDrain
+from .schedules import ScheduleSweepRun
 from .sizes import Sizes
 from .throughput import Drain, medians
 
@@ -53,6 +54,8 @@ class Results:
     admission: Admission
     # From an enqueue's commit to its handler's start: fairqueue's doorbells, then pgqueuer's.
     doorbells: list[DoorbellLatency]
+    # One sweep of the schedules at each count of schedules.
+    schedules: list[ScheduleSweepRun]
     elapsed_s: float
 
     @property

@@ -68,6 +68,11 @@ class Sizes:
     enqueue_jobs: int
     enqueue_batch: int
     enqueue_repeats: int
+    # Schedules (bench/schedules.py): one sweep over each count of schedules, `schedule_due` of
+    # them due, `schedule_repeats` times each.
+    schedule_counts: tuple[int, ...]
+    schedule_due: int
+    schedule_repeats: int
     # Admission (bench/admission.py): POST /jobs at each count of concurrent clients, each
     # client admitting untimed for the warm-up, then for the timed seconds.
     admission_clients: tuple[int, ...]
@@ -132,6 +137,9 @@ FULL = Sizes(
     enqueue_jobs=10_000,
     enqueue_batch=1_000,
     enqueue_repeats=5,
+    schedule_counts=(10_000, 100_000),
+    schedule_due=1_000,
+    schedule_repeats=5,
     admission_clients=(1, 16, 200),
     admission_fleet_clients=(1, 16, 200),
     admission_warmup_s=2.0,
@@ -180,6 +188,9 @@ SMOKE = Sizes(
     enqueue_jobs=30,
     enqueue_batch=10,
     enqueue_repeats=1,
+    schedule_counts=(100, 1_000),
+    schedule_due=10,
+    schedule_repeats=1,
     admission_clients=(1, 16),
     admission_fleet_clients=(1,),
     admission_warmup_s=0.1,

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import admission_report, claim_tenants, doorbells, enqueue, fairness_tenants
+from . import admission_report, claim_tenants, doorbells, enqueue, fairness_tenants, schedules
 from .formats import title
 from .results import BARE, FAIRQUEUE, FAIRQUEUE_GROUPS, FAIRQUEUE_GROUPS_Q4, Results
 
@@ -260,6 +260,25 @@ def _doorbells(results: Results) -> list[Target]:
     ]
 
 
+def _schedules(results: Results) -> list[Target]:
+    found = schedules.medians(results.schedules)
+    ratio = schedules.growth(results.schedules)
+    if ratio is None:
+        return []
+    fewest, most = found[0], found[-1]
+    return [
+        Target(
+            goal=f"one sweep of {most.schedules:,} schedules, {most.due:,} due, under"
+            f" {schedules.MAX_SWEEP_S:g} s and within {schedules.MAX_GROWTH:g}x its time at"
+            f" {fewest.schedules:,}",
+            fairqueue=f"{most.seconds:.3f} s ({most.schedules:,} schedules)",
+            other=f"{fewest.seconds:.3f} s ({fewest.schedules:,} schedules)",
+            ratio=ratio,
+            met=most.seconds < schedules.MAX_SWEEP_S and ratio <= schedules.MAX_GROWTH,
+        )
+    ]
+
+
 def evaluate(results: Results) -> list[Target]:
     goals = [
         ("pgqueuer", "drain >= pgqueuer's best", 1.0),
@@ -291,4 +310,5 @@ def evaluate(results: Results) -> list[Target]:
         *_enqueue(results),
         *_admission(results),
         *_doorbells(results),
+        *_schedules(results),
     ]

@@ -1,5 +1,5 @@
 """The sweeper, every minute: ring stale doorbells, fail abandoned jobs, close abandoned runs,
-publish the backlog."""
+make the schedules' due ticks, publish the backlog."""
 
 from typing import Any
 
@@ -56,6 +56,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         "lanesPromoted": result.lanes_promoted,
         "abandonedRunsClosed": result.abandoned_runs_closed,
         "owedGiveUpsFired": result.owed_give_ups_fired,
+        "scheduleTicks": result.schedule_ticks,
         "backlog": backlog,
         "stuck": stuck,
     }

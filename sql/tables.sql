@@ -244,6 +244,36 @@ CREATE INDEX runs_open_idx ON fairqueue.runs USING btree (started_at) WHERE (fin
 CREATE INDEX runs_started_at_idx ON fairqueue.runs USING btree (started_at DESC);
 GRANT SELECT ON fairqueue.runs TO fairqueue_app;
 
+CREATE TABLE fairqueue.schedules (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    tenant_id text,
+    name text NOT NULL,
+    job_type text NOT NULL,
+    cron text,
+    every_s integer,
+    timezone text DEFAULT 'UTC'::text NOT NULL,
+    payload jsonb DEFAULT '{}'::jsonb NOT NULL,
+    group_id text,
+    max_attempts integer NOT NULL,
+    catch_up text DEFAULT 'one'::text NOT NULL,
+    declared boolean DEFAULT false NOT NULL,
+    paused boolean DEFAULT false NOT NULL,
+    next_tick_at timestamp with time zone NOT NULL,
+    last_tick_at timestamp with time zone,
+    last_job_id uuid,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT schedules_pkey PRIMARY KEY (id),
+    CONSTRAINT schedules_catch_up CHECK ((catch_up = ANY (ARRAY['none'::text, 'one'::text, 'all'::text]))),
+    CONSTRAINT schedules_every_minute CHECK (((every_s IS NULL) OR (every_s >= 60))),
+    CONSTRAINT schedules_one_rule CHECK (((cron IS NULL) <> (every_s IS NULL)))
+);
+ALTER TABLE fairqueue.schedules OWNER TO fairqueue_owner;
+ALTER TABLE fairqueue.schedules ENABLE ROW LEVEL SECURITY;
+ALTER TABLE fairqueue.schedules FORCE ROW LEVEL SECURITY;
+CREATE INDEX schedules_due ON fairqueue.schedules USING btree (next_tick_at) WHERE (NOT paused);
+CREATE UNIQUE INDEX schedules_name ON fairqueue.schedules USING btree (COALESCE(tenant_id, ''::text), name);
+GRANT SELECT ON fairqueue.schedules TO fairqueue_app;
+
 CREATE TABLE fairqueue.served (
     type text NOT NULL,
     group_key text NOT NULL,

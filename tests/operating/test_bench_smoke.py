@@ -58,6 +58,7 @@ def test_smoke_run_has_every_section_with_positive_numbers(admin_dsn: str, tmp_p
         "### Fairness between tenants",
         "### Admission",
         "### Doorbells",
+        "### Schedules",
     ):
         assert heading in stdout
     for loop in ("fairqueue run_pipeline", "bare SKIP LOCKED loop", "bare loop on fairqueue.jobs"):
@@ -84,6 +85,7 @@ def test_smoke_run_has_every_section_with_positive_numbers(admin_dsn: str, tmp_p
     check_enqueue(results["enqueue"], sizes)
     check_admission(results["admission"], sizes)
     check_doorbells(results["doorbells"], sizes)
+    check_schedules(results["schedules"], sizes)
 
 
 @pytest.mark.timeout(SMOKE_TIMEOUT_S + 10)
@@ -317,6 +319,16 @@ def check_enqueue(found: dict[str, Any], sizes: dict[str, Any]) -> None:
     per_call = {r["way"]: r["per_call"] for r in found["rows"]}
     assert per_call["fairqueue_many"] == per_call["pgqueuer_batch"] == sizes["enqueue_batch"]
     assert found["ratio_batch_to_pgqueuer_batch"] > 0
+
+
+def check_schedules(found: dict[str, Any], sizes: dict[str, Any]) -> None:
+    # One sweep at each count of schedules: every due schedule made its one job.
+    counts = [r["schedules"] for r in found["medians"]]
+    assert counts == sorted(sizes["schedule_counts"])
+    for run in found["runs"]:
+        assert run["made"] == run["due"] == sizes["schedule_due"]
+        assert run["seconds"] > 0
+    assert found["growth"] > 0
 
 
 def check_admission(found: dict[str, Any], sizes: dict[str, Any]) -> None:

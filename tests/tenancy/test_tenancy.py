@@ -87,6 +87,7 @@ def test_the_application_role_owns_nothing_and_cannot_bypass(conn) -> None:
         "jobs",
         "finished_jobs",
         "results",
+        "schedules",
         "tenants",
         *(d["relname"] for d in days),
     }
@@ -228,6 +229,15 @@ DOORS = {
     "credit_entry",
     "credit_refund",
     "tenant_set_plan",
+    # Schedules (sql/functions/schedules.sql): a tenant's own, under its clamp; and the sweep's,
+    # across tenants, refused to a transaction clamped to one.
+    "schedule_add",
+    "schedule_set_paused",
+    "schedule_remove",
+    "find_schedules",
+    "schedules_due",
+    "schedule_ticks",
+    "schedules_declare",
 }
 
 

@@ -7,10 +7,12 @@ from .errors import (
     ConfigurationError,
     DatabaseUnavailable,
     DuplicateJob,
+    DuplicateSchedule,
     FairqueueError,
     InsufficientCredit,
     InvalidDoorbell,
     InvalidPayload,
+    InvalidSchedule,
     JobNotCancellable,
     JobNotFinished,
     JobNotRetryable,
@@ -22,6 +24,7 @@ from .errors import (
     UnknownJobType,
     UnknownPlan,
     UnknownQuota,
+    UnknownSchedule,
     UpstreamRejected,
     UpstreamUnavailable,
 )
@@ -31,6 +34,15 @@ from .pipeline import run_pipeline
 from .pipeline.run import RunResult
 from .plans import PLANS, Plan, Plans
 from .quotas import define_quota
+from .schedules import (
+    Schedule,
+    add_schedule,
+    get_schedule,
+    list_schedules,
+    pause_schedule,
+    remove_schedule,
+    resume_schedule,
+)
 from .stage import Defer, Job, Stage
 
 __all__ = [
@@ -40,11 +52,13 @@ __all__ = [
     "DatabaseUnavailable",
     "Defer",
     "DuplicateJob",
+    "DuplicateSchedule",
     "Enqueued",
     "FairqueueError",
     "InsufficientCredit",
     "InvalidDoorbell",
     "InvalidPayload",
+    "InvalidSchedule",
     "Job",
     "JobNotCancellable",
     "JobNotFinished",
@@ -54,6 +68,7 @@ __all__ = [
     "Plan",
     "Plans",
     "RunResult",
+    "Schedule",
     "SchemaNotMigrated",
     "Stage",
     "TenantMismatch",
@@ -62,12 +77,19 @@ __all__ = [
     "UnknownJobType",
     "UnknownPlan",
     "UnknownQuota",
+    "UnknownSchedule",
     "UpstreamRejected",
     "UpstreamUnavailable",
+    "add_schedule",
     "connect",
     "define_quota",
     "enqueue",
     "enqueue_many",
+    "get_schedule",
+    "list_schedules",
     "migrate",
+    "pause_schedule",
+    "remove_schedule",
+    "resume_schedule",
     "run_pipeline",
 ]

@@ -89,6 +89,19 @@ class ArgumentOutOfBounds(FairqueueError):
     message names the door, the argument and the bounds."""
 
 
+class InvalidSchedule(FairqueueError):
+    """A schedule's rule that cannot be kept: a cron expression that does not parse, an
+    unknown timezone, an ``every`` under a minute, an unknown catch_up."""
+
+
+class UnknownSchedule(FairqueueError):
+    """A schedule name the tenant has none of."""
+
+
+class DuplicateSchedule(FairqueueError):
+    """The tenant already has a schedule of that name."""
+
+
 class TenantMismatch(FairqueueError):
     """A transaction clamped to one tenant was asked to work for another."""
 

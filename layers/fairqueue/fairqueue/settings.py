@@ -125,6 +125,15 @@ class Settings(BaseSettings):
         pattern=r"^[^:]+:[^:]+$",
         **_var("FAIRQUEUE_STAGES", "`module:attribute` of the functions' stage list"),
     )
+    schedules: str | None = Field(
+        default=None,
+        pattern=r"^[^:]+:[^:]+$",
+        **_var(
+            "FAIRQUEUE_SCHEDULES",
+            "`module:attribute` of the schedules declared in code (a list of `Schedule`), kept"
+            " in step by the sweeper; unset leaves the declared schedules as they are",
+        ),
+    )
     role: Role = Field(
         default="all",
         **_var("FAIRQUEUE_ROLE", "the role of `fairqueue serve` when `--role` is not given"),
@@ -353,8 +362,11 @@ def _problem(error: ErrorDetails) -> str:
     if kind == "literal_error":
         allowed = str(context.get("expected", "")).replace("'", "").replace(" or ", ", ")
         return f"{variable}={value!r} is not one of: {allowed}"
-    if kind == "string_pattern_mismatch" and variable == "FAIRQUEUE_STAGES":
-        return f"FAIRQUEUE_STAGES must look like module:attribute, got {shown_value(value)}"
+    if kind == "string_pattern_mismatch" and variable in (
+        "FAIRQUEUE_STAGES",
+        "FAIRQUEUE_SCHEDULES",
+    ):
+        return f"{variable} must look like module:attribute, got {shown_value(value)}"
     if kind in ("float_parsing", "float_type", "finite_number"):
         return f"{variable} must be a number{unit}, got {shown_value(value)}"
     if kind in ("int_parsing", "int_type", "int_from_float"):

@@ -24,7 +24,7 @@ from ..roles import cron, function, serve
 from ..roles.stopping import stop_on_signals
 from ..runs import recent_runs
 from ..settings import settings
-from . import credits, groups, jobs, top
+from . import credits, groups, jobs, schedules, top
 from .common import (
     RUN_COLUMNS,
     app_connection,
@@ -274,6 +274,7 @@ def build_parser() -> argparse.ArgumentParser:
     top.add_commands(command)
     credits.add_commands(command, database)
     groups.add_commands(command, database)
+    schedules.add_commands(command, database)
     return parser
 
 

@@ -17,6 +17,7 @@ from ..job_info import MAX_LISTED, STATUSES, JobInfo, find_jobs, get_job
 from ..results import read_result
 from ..retrying import retry_job
 from ..roles import function
+from ..schedules import schedule_of_job
 from ..settings import settings
 from ..stage import Stage
 from ..waiting import Waiting, why_waiting
@@ -219,6 +220,7 @@ def _print_job(conn: Connection, job: JobInfo) -> None:
         ("group", _label(job.group_id, "(default)")),
         ("lane", _label(job.lane, None)),
         ("dedupe key", _label(job.dedupe_key, None)),
+        ("schedule", _label(schedule_of_job(conn, job.dedupe_key, job.tenant_id), None)),
         ("re-check of", job.delta_of),
         ("credits", job.credit_cost or None),
         ("upstream id", _label(job.upstream_id, None)),

@@ -115,11 +115,20 @@ def load_stages(spec: str | None = None) -> list[Stage]:
             " list): the example's stages are for development"
         )
     target = spec or config.stages
+    value = import_target(target, "FAIRQUEUE_STAGES (StagesSpec)", "stage list")
+    stages = list(value) if isinstance(value, list | tuple) else None
+    if not stages or not all(isinstance(s, Stage) for s in stages):
+        raise ConfigurationError(f"{target!r} must be a non-empty list of Stage")
+    return stages
+
+
+def import_target(target: str, variable: str, what: str) -> object:
+    """The attribute ``module:attribute`` names (the value of ``variable``, the ``what`` it
+    should hold), or a ConfigurationError saying why it cannot be had."""
     module_name, sep, attribute = target.partition(":")
     if not sep or not module_name or not attribute:
-        raise ConfigurationError(
-            f"FAIRQUEUE_STAGES must look like module:attribute, got {target!r}"
-        )
+        name = variable.split()[0]
+        raise ConfigurationError(f"{name} must look like module:attribute, got {target!r}")
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
@@ -127,19 +136,15 @@ def load_stages(spec: str | None = None) -> list[Stage]:
         if missing == DEVELOPMENT_PACKAGE or missing.startswith(f"{DEVELOPMENT_PACKAGE}."):
             raise ConfigurationError(
                 f"{target!r} needs {DEVELOPMENT_PACKAGE}, development code that the Lambda"
-                " layer leaves out: set FAIRQUEUE_STAGES (StagesSpec) to your own stage list"
+                f" layer leaves out: set {variable} to your own {what}"
             ) from None
         raise ConfigurationError(
             f"cannot import {module_name!r} named by {target!r}: {exc}"
         ) from exc
     try:
-        value = getattr(module, attribute)
+        return getattr(module, attribute)
     except AttributeError:
         raise ConfigurationError(f"{module_name!r} has no attribute {attribute!r}") from None
-    stages = list(value) if isinstance(value, list | tuple) else None
-    if not stages or not all(isinstance(s, Stage) for s in stages):
-        raise ConfigurationError(f"{target!r} must be a non-empty list of Stage")
-    return stages
 
 
 def dsn_from_secret(secret: str) -> str:

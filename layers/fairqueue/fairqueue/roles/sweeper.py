@@ -8,6 +8,8 @@
   lives: ``FAIRQUEUE_RUN_ABANDONED_AFTER_S``), as ``error`` with a message that says so.
 - Moves the served window's edge, so claims never pay for a day without traffic.
 - Starts the next job of any lane left waiting with nothing holding it (a lost promotion).
+- Makes every due tick of the schedules a job, once (fairqueue.roles.scheduling), after
+  keeping the schedules declared in code (``FAIRQUEUE_SCHEDULES``) in step with the table.
 - Reads backlog and stuck work per type from the table (not from queue depth) for metrics.
 """
 
@@ -24,9 +26,11 @@ from ..doorbells import Doorbell, ringing
 from ..pipeline.run import invocation
 from ..queries import query
 from ..runs import close_abandoned_runs
+from ..schedules import Schedule
 from ..settings import settings
 from ..stage import Stage
 from ..status import TypeStatus, queue_status
+from .scheduling import load_schedules, sweep_schedules
 
 DEFAULT_STALE_AFTER_S = 60.0
 
@@ -41,6 +45,7 @@ class SweepResult:
     status: list[TypeStatus]
     abandoned_runs_closed: int = 0
     owed_give_ups_fired: int = 0
+    schedule_ticks: int = 0
 
 
 def sweep(
@@ -51,9 +56,12 @@ def sweep(
     stale_after_s: float = DEFAULT_STALE_AFTER_S,
     limit: int = 1000,
     summary: Mapping[str, Any] | None = None,
+    declared: Sequence[Schedule] | None = None,
 ) -> SweepResult:
     """One sweep, one runs row (trigger ``sweeper``); ``summary`` is recorded on the row as
-    it opens (the sweeper function records the tick that started it there)."""
+    it opens (the sweeper function records the tick that started it there). ``declared``:
+    the schedules declared in code, by default those ``FAIRQUEUE_SCHEDULES`` names."""
+    schedules = load_schedules() if declared is None else declared
     doorbell_types = [s.name for s in stages if s.delivery == "doorbell"]
     with invocation(dsn, stages, trigger="sweeper", conn=conn, opening_summary=summary) as run:
         run.outcomes.fail_abandoned()
@@ -72,11 +80,16 @@ def sweep(
             if rung:
                 c.execute(query("mark_rung"), {"ids": rung})
             promoted = lanes.promote_stalled(c)
+            scheduled = sweep_schedules(c, schedules)
             status = queue_status(c)
         run.tally.count("lanes_promoted", promoted)
         run.tally.count("abandoned_runs_closed", runs_closed)
         run.tally.count("republished", len(rung))
         run.tally.count("ring_failures", len(failed))
+        run.tally.count("schedule_ticks", scheduled.ticks_made)
+        if scheduled.declared_problem is not None:
+            # The problem itself is in the sweep's log.
+            run.tally.count("schedules_declared_refused")
     return SweepResult(
         run_id=run.run_id,
         republished=len(rung),
@@ -86,4 +99,5 @@ def sweep(
         status=status,
         abandoned_runs_closed=runs_closed,
         owed_give_ups_fired=give_ups_fired,
+        schedule_ticks=scheduled.ticks_made,
     )
