@@ -117,12 +117,12 @@ def test_fair_drains_alone_report_each_drain_and_the_ratios(admin_dsn: str) -> N
 
 def test_batch_cost_splits_each_case_and_counts_the_rows_a_batch_writes(admin_dsn: str) -> None:
     # bench/batch_cost.py on the test's server (no pg_stat_statements there: functions and
-    # tables only). A batch of 10 over 20 groups serves 10 standings, at a quantum of 4 the 4
-    # groups whose runs of 3 fill it; 5 groups give 2 each.
+    # tables only). A batch of 10 over 20 groups serves 10 standings; at a quantum of 4, over 20
+    # groups of 12, the 3 groups whose runs (4, 4 and 2) fill it; 5 groups give 2 each.
     done = subprocess.run(
         [
             *(sys.executable, "-m", "bench.batch_cost", "--dsn", admin_dsn, "--batch", "10"),
-            *("--batches", "3", "--rounds", "2", "--case", "20:3", "--case", "20:3:4"),
+            *("--batches", "3", "--rounds", "2", "--case", "20:3", "--case", "20:12:4"),
             *("--case", "5:12"),
         ],
         cwd=ROOT,
@@ -136,11 +136,11 @@ def test_batch_cost_splits_each_case_and_counts_the_rows_a_batch_writes(admin_ds
     cases = dict(section.split(": ", 1) for section in out.split("## ")[1:])
     assert list(cases) == [
         "20 groups x 3, quantum 1",
-        "20 groups x 3, quantum 4",
+        "20 groups x 12, quantum 4",
         "5 groups x 12, quantum 1",
     ]
     assert all(text.startswith("2 rounds of 3 batches") for text in cases.values())
-    served = ["0.0, 10.0", "0.0, 4.0", "0.0, 5.0"]
+    served = ["0.0, 10.0", "0.0, 3.0", "0.0, 5.0"]
     for text, standings in zip(cases.values(), served, strict=True):
         assert f"    fairqueue.served: {standings}" in text
     for part in cases.values():
