@@ -254,6 +254,10 @@ def test_a_span_of_work_is_one_run_row_not_one_per_doorbell(dsn, conn, memory) -
     assert sorted(ran()) == sorted(ids)
 
 
+@pytest.mark.direct_only(
+    "the pooler keeps the client's connection when its backend is killed and gives the next"
+    " transaction another one, so the worker never sees the fault"
+)
 def test_a_worker_whose_connections_were_cut_reconnects_and_runs_the_next_job(
     dsn, conn, memory
 ) -> None:
@@ -273,6 +277,10 @@ def test_a_worker_whose_connections_were_cut_reconnects_and_runs_the_next_job(
     assert ran() == [first, second]
 
 
+@pytest.mark.direct_only(
+    "the pooler keeps the client's connection when its backend is killed and gives the next"
+    " transaction another one, so the worker never sees the fault"
+)
 def test_a_batch_whose_connection_is_cut_records_its_outcomes_and_the_worker_goes_on(
     dsn, conn, memory
 ) -> None:
