@@ -81,12 +81,12 @@ begin
     tenant_water as (
         select max(f.level) as level
           from (select array_agg(''::text) as keys, array_agg(p_batch::bigint) as batches,
-                       array_agg(r.n) as served
+                       array_agg(r.n) as served, array_agg(1) as quanta
                   from tenant_reach r, top
                  where r.priority = top.priority
                 -- Not needed when each tenant may take one pick (the common case).
                 having bool_or(r.most > 1)) a
-          cross join lateral fairqueue.fill_levels(a.keys, a.batches, a.served, 1) f
+          cross join lateral fairqueue.fill_levels(a.keys, a.batches, a.served, a.quanta) f
     ),
     -- How many picks each tenant offers in this pass: its bound, or when tight the top
     -- priority's tenants to one past the water level and the others one.
@@ -137,10 +137,10 @@ begin
     group_water as materialized (
         select f.key as tenant_key, f.level
           from (select array_agg(r.tenant_key) as keys, array_agg(r.picks) as batches,
-                       array_agg(r.n) as served
+                       array_agg(r.n) as served, array_agg(1) as quanta
                   from group_reach r
                  where r.picks > 1) a
-          cross join lateral fairqueue.fill_levels(a.keys, a.batches, a.served, 1) f
+          cross join lateral fairqueue.fill_levels(a.keys, a.batches, a.served, a.quanta) f
     ),
     -- How many jobs each group offers in this pass: its bound, or when tight and its tenant
     -- takes more than one pick, one past the level its tenant's groups fill at.

@@ -1,42 +1,44 @@
 -- The level at which queues whose first picks stand at the given served counts fill a batch,
--- if each had picks enough, for each set of queues (p_keys). A queue served c times stands at
--- level c / p_quantum (whole quanta) and has q(x + 1) - c picks at levels up to x: the rest of
--- its current quantum and a whole quantum a level after it. The level is the least x with
--- sum(q(x + 1) - c) >= batch over the set's queues at levels at most x, found between each
--- level and the next. Both claims offer their top priority's queues only as deep as this level:
--- the group claim its groups (one set), the tenant claim (quantum 1) its tenants and then each
--- tenant's groups (a set a tenant). No SET clause, so that the planner inlines it into the
--- claims' statements (which run with the owner's search path): called as a function of its own
--- it cost 0.2-0.6 ms a claim.
+-- if each had picks enough, for each set of queues (p_keys). A queue served c times with a
+-- quantum of q stands at level c / q (whole quanta) and has q(x + 1) - c picks at levels up to
+-- x: the rest of its current quantum and a whole quantum a level after it. The level is the
+-- least x with sum(q(x + 1) - c) >= batch over the set's queues at levels at most x, found
+-- between each level and the next. Each queue has its own quantum (p_quanta), so that plans'
+-- shares, which are quanta in proportion to their weights, fill levels alike. Both claims offer
+-- their top priority's queues only as deep as this level: the group claim its groups (one set),
+-- the tenant claim its tenants and then each tenant's groups (a set a tenant). No SET clause, so
+-- that the planner inlines it into the claims' statements (which run with the owner's search
+-- path): called as a function of its own it cost 0.2-0.6 ms a claim.
 create or replace function fairqueue.fill_levels(
     p_keys text[],
     p_batches bigint[],
     p_served bigint[],
-    p_quantum integer
+    p_quanta integer[]
 ) returns table (key text, level bigint)
 language sql immutable
 as $$
 select w.key, min(w.level)
   from (select c.key,
                greatest(c.level,
-                        ceil((c.batch + c.served_up_to)::numeric
-                             / (p_quantum * c.queues_up_to))::bigint - 1) as level,
+                        ceil((c.batch + c.served_up_to)::numeric / c.quanta_up_to)::bigint - 1)
+                   as level,
                c.next_level
           from (select s.key, s.batch, s.level,
-                       sum(s.queues) over (partition by s.key order by s.level) as queues_up_to,
+                       sum(s.quanta) over (partition by s.key order by s.level) as quanta_up_to,
                        sum(s.served) over (partition by s.key order by s.level) as served_up_to,
                        lead(s.level) over (partition by s.key order by s.level) as next_level
-                  from (select u.key, max(u.batch) as batch, u.served / p_quantum as level,
-                               count(*) as queues, sum(u.served) as served
-                          from unnest(p_keys, p_batches, p_served) as u (key, batch, served)
-                         group by u.key, u.served / p_quantum) s) c) w
+                  from (select u.key, max(u.batch) as batch, u.served / u.quantum as level,
+                               sum(u.quantum) as quanta, sum(u.served) as served
+                          from unnest(p_keys, p_batches, p_served, p_quanta)
+                                   as u (key, batch, served, quantum)
+                         group by u.key, u.served / u.quantum) s) c) w
  where w.next_level is null or w.level < w.next_level
  group by w.key
 $$;
 
-alter function fairqueue.fill_levels(text[], bigint[], bigint[], integer)
+alter function fairqueue.fill_levels(text[], bigint[], bigint[], integer[])
     owner to fairqueue_owner;
-revoke all on function fairqueue.fill_levels(text[], bigint[], bigint[], integer)
+revoke all on function fairqueue.fill_levels(text[], bigint[], bigint[], integer[])
     from public, fairqueue_app;
 
 -- The picks of a claim: the best p_batch of the jobs the first groups offer, locked in the
@@ -141,10 +143,10 @@ begin
     water as (
         select max(f.level) as level
           from (select array_agg(''::text) as keys, array_agg(p_batch::bigint) as batches,
-                       array_agg(r.served) as served
+                       array_agg(r.served) as served, array_agg(p_quantum) as quanta
                   from reach r, share
                  where r.priority = share.top) a
-          cross join lateral fairqueue.fill_levels(a.keys, a.batches, a.served, p_quantum) f
+          cross join lateral fairqueue.fill_levels(a.keys, a.batches, a.served, a.quanta) f
     ),
     -- How many jobs each group offers in all: most is all it could take, take is what it offers
     -- in this pass, never less than the share nor than it gave already (tight: the top
