@@ -92,7 +92,7 @@ def load_case(conn: Connection, case: Case) -> None:
     load.insert_pending(conn, owners, JOB_TYPE, case.groups * case.jobs_per_group)
     # The case's quantum stamped on the standings before the clock starts, as a stage's first
     # claim after a deploy stamps it.
-    conn.execute("select fairqueue.ready_for_claim(%s, %s)", (JOB_TYPE, case.quantum))
+    conn.execute("select fairqueue.ready_for_claim(%s, '{}', '{}', %s)", (JOB_TYPE, case.quantum))
     database.vacuum_analyze(
         conn, "fairqueue.jobs", "fairqueue.served", "fairqueue.tenants", "fairqueue.groups"
     )
@@ -121,7 +121,9 @@ def drain_batches(
             conn.execute("set synchronous_commit = off")
         for _ in range(batches):
             t0 = time.perf_counter()
-            conn.execute("select fairqueue.ready_for_claim(%s, %s)", (JOB_TYPE, quantum))
+            conn.execute(
+                "select fairqueue.ready_for_claim(%s, '{}', '{}', %s)", (JOB_TYPE, quantum)
+            )
             t1 = time.perf_counter()
             jobs = claim_batch(
                 conn, JOB_TYPE, batch=batch, lease_s=LEASE_S, locked_by=LOCKED_BY, quantum=quantum

@@ -137,7 +137,6 @@ def claim_plan(conn: Connection, batch: int) -> ClaimReads:
         "lease_s": LEASE_S,
         "locked_by": LOCKED_BY,
         "run_id": None,
-        "quantum": 1,
         **PLANS.claim_params(),
     }
     with conn.transaction(force_rollback=True):

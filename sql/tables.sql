@@ -176,6 +176,15 @@ CREATE TABLE fairqueue.migrations (
 ALTER TABLE fairqueue.migrations OWNER TO fairqueue_owner;
 GRANT SELECT ON fairqueue.migrations TO fairqueue_app;
 
+CREATE TABLE fairqueue.plan_quanta (
+    type text NOT NULL,
+    plan text NOT NULL,
+    quantum integer NOT NULL,
+    CONSTRAINT plan_quanta_pkey PRIMARY KEY (type, plan),
+    CONSTRAINT plan_quanta_quantum_check CHECK (((quantum >= 1) AND (quantum <= 1000)))
+);
+ALTER TABLE fairqueue.plan_quanta OWNER TO fairqueue_owner;
+
 CREATE TABLE fairqueue.quotas (
     name text NOT NULL,
     capacity bigint NOT NULL,
@@ -357,7 +366,8 @@ CREATE TYPE fairqueue.ranked_job AS (
     served bigint,
     plan text,
     created_at timestamp with time zone,
-    id uuid
+    id uuid,
+    quantum integer
 );
 ALTER TYPE fairqueue.ranked_job OWNER TO fairqueue_owner;
 

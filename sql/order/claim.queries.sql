@@ -10,16 +10,17 @@ select fairqueue.expire_served_when_stale();
 
 -- name: ready_for_claim
 -- Before each claim (sql/order/claim.sql): fresh statistics after a bulk enqueue, the served
--- window's edge moved up and the type's quantum stamped, committed on their own before the
+-- window's edge moved up and the type's quanta stamped, committed on their own before the
 -- claim starts.
-select fairqueue.ready_for_claim(%(type)s, %(quantum)s);
+select fairqueue.ready_for_claim(%(type)s, %(plan_names)s, %(plan_quanta)s,
+                                 %(default_quantum)s);
 
 -- name: claim_batch
 -- The fair claim is a door (sql/order/claim.sql): ids and tenant ids only.
 select id, tenant_id
   from fairqueue.claim(%(type)s, %(batch)s, %(lease_s)s, %(locked_by)s, %(run_id)s,
                        %(plan_names)s, %(plan_priorities)s, %(default_priority)s,
-                       %(quantum)s);
+                       %(plan_quanta)s, %(default_quantum)s);
 
 -- name: claim_and_read
 -- The fair claim and the read of what it took, one statement: the claim (the door above) hands
@@ -36,7 +37,7 @@ select r.id, r.type, r.payload, r.tenant_id, r.group_id, r.attempts, r.max_attem
                     then set_config('synchronous_commit', 'off', true) end as commit_quickly
           from fairqueue.claim(%(type)s, %(batch)s, %(lease_s)s, %(locked_by)s, %(run_id)s,
                                %(plan_names)s, %(plan_priorities)s, %(default_priority)s,
-                               %(quantum)s) c) c
+                               %(plan_quanta)s, %(default_quantum)s) c) c
  cross join lateral fairqueue.read_claimed(c.tenant_ids, c.ids, %(locked_by)s) r;
 
 -- name: claim_and_read_by_tenant

@@ -69,8 +69,7 @@ create or replace function fairqueue.claim_unchecked(
     p_run_id uuid,
     p_plan_names text[],
     p_plan_priorities integer[],
-    p_default_priority integer,
-    p_quantum integer
+    p_default_priority integer
 ) returns table (id uuid, tenant_id text)
 language plpgsql set search_path = pg_catalog, pg_temp set jit = off
     set plan_cache_mode = force_generic_plan
@@ -108,13 +107,13 @@ begin
     loop
         begin
             firsts := fairqueue.claim_firsts(p_type, p_batch, p_plan_names, p_plan_priorities,
-                                             p_default_priority, p_quantum, hold);
+                                             p_default_priority, hold);
             if hold and cardinality(firsts) = 0 then
                 raise exception using errcode = 'FQ001';
             end if;
             select p.ids, p.verified into picked_ids, verified
               from fairqueue.claim_picks(p_type, p_batch, p_plan_names, p_plan_priorities,
-                                         p_default_priority, p_quantum, firsts, tight) p;
+                                         p_default_priority, firsts, tight) p;
             if tight and not verified then
                 raise exception using errcode = 'FQ002';
             end if;
@@ -134,12 +133,14 @@ begin
 end $$;
 
 alter function fairqueue.claim_unchecked(text, integer, double precision, text, uuid, text[],
-    integer[], integer, integer) owner to fairqueue_owner;
+    integer[], integer) owner to fairqueue_owner;
 revoke all on function fairqueue.claim_unchecked(text, integer, double precision, text, uuid,
-    text[], integer[], integer, integer) from public, fairqueue_app;
+    text[], integer[], integer) from public, fairqueue_app;
 
--- The door: checks the arguments, stamps the type's quantum if ready_for_claim has not (a caller
--- of the door alone), then runs claim_unchecked as the owner.
+-- The door: checks the arguments, stamps the type's quanta if ready_for_claim has not (a caller
+-- of the door alone), then runs claim_unchecked as the owner. p_plan_quanta is each named plan's
+-- quantum beside its name, p_default_quantum the quantum of the groups of any other plan or of
+-- no tenant (fairqueue.Plans.claim_params).
 create or replace function fairqueue.claim(
     p_type text,
     p_batch integer,
@@ -149,60 +150,104 @@ create or replace function fairqueue.claim(
     p_plan_names text[],
     p_plan_priorities integer[],
     p_default_priority integer,
-    p_quantum integer
+    p_plan_quanta integer[],
+    p_default_quantum integer
 ) returns table (id uuid, tenant_id text)
 language sql security definer set search_path = pg_catalog, pg_temp
 as $$
 select fairqueue.door_claim_arguments(p_batch, p_lease_s, p_locked_by);
-select fairqueue.quantum_stamped(p_type, p_quantum);
+select fairqueue.quanta_stamped(p_type, p_plan_names, p_plan_quanta, p_default_quantum);
 select * from fairqueue.claim_unchecked(p_type, p_batch, p_lease_s, p_locked_by, p_run_id,
-    p_plan_names, p_plan_priorities, p_default_priority, p_quantum);
+    p_plan_names, p_plan_priorities, p_default_priority);
 $$;
 
 alter function fairqueue.claim(text, integer, double precision, text, uuid, text[], integer[],
-    integer, integer) owner to fairqueue_owner;
+    integer, integer[], integer) owner to fairqueue_owner;
 revoke all on function fairqueue.claim(text, integer, double precision, text, uuid, text[],
-    integer[], integer, integer) from public, fairqueue_app;
+    integer[], integer, integer[], integer) from public, fairqueue_app;
 grant execute on function fairqueue.claim(text, integer, double precision, text, uuid, text[],
-    integer[], integer, integer) to fairqueue_app;
+    integer[], integer, integer[], integer) to fairqueue_app;
 
--- A type's quantum (sql/migrations/0048_quantum.sql): type_quanta's, or 1 for a type it does
--- not name. Every standing written for the type carries it, so that the standing index ranks
--- the type's groups by whole quanta served. One expression, inlined where it is called.
-create or replace function fairqueue.type_quantum(p_type text) returns integer
+-- The quantum of a type's standing of a plan (sql/migrations/0051_shares.sql): plan_quanta's
+-- for the plan, else type_quanta's for the type, else 1. Every standing carries it, so that the
+-- standing index ranks the type's groups by whole quanta served; the enqueue's triggers stamp
+-- new standings with it, a plan change its tenant's. One expression, inlined where it is called.
+create or replace function fairqueue.standing_quantum(p_type text, p_plan text) returns integer
 language sql stable
 as $$
-select coalesce((select q.quantum from fairqueue.type_quanta q where q.type = p_type), 1)
+select coalesce((select p.quantum from fairqueue.plan_quanta p
+                  where p.type = p_type and p.plan = p_plan),
+                (select q.quantum from fairqueue.type_quanta q where q.type = p_type),
+                1)
 $$;
 
-alter function fairqueue.type_quantum(text) owner to fairqueue_owner;
-revoke all on function fairqueue.type_quantum(text) from public, fairqueue_app;
+alter function fairqueue.standing_quantum(text, text) owner to fairqueue_owner;
+revoke all on function fairqueue.standing_quantum(text, text) from public, fairqueue_app;
 
--- Makes p_quantum the type's quantum, in type_quanta and on each of its standings, when it is
--- not already (a stage's quantum changed): one lookup otherwise. A door: the quantum is checked
--- here. The standings table is locked against writers while they change, so that no enqueue's
--- trigger writes a new standing with the old quantum after them; ready_for_claim stamps in a
--- transaction of its own, so that lock is held for the moment of the change, not for a claim.
-create or replace function fairqueue.quantum_stamped(p_type text, p_quantum integer)
-returns void
+-- Makes these the type's quanta, in type_quanta and plan_quanta and on each of its standings,
+-- when they are not already (a stage's quantum, its order or a plan's weight changed): two
+-- lookups otherwise. A door: the quanta are checked here. plan_quanta keeps only the plans
+-- whose quantum is not the default. The standings table is locked against writers while they
+-- change, so that no enqueue's trigger writes a new standing with an old quantum after them;
+-- ready_for_claim stamps in a transaction of its own, so that lock is held for the moment of
+-- the change, not for a claim.
+create or replace function fairqueue.quanta_stamped(
+    p_type text,
+    p_plan_names text[],
+    p_plan_quanta integer[],
+    p_default_quantum integer
+) returns void
 language plpgsql security definer set search_path = pg_catalog, pg_temp
 as $$
 begin
-    perform fairqueue.door_argument(p_quantum between 1 and 1000,
-        format('claim: quantum must be from 1 to 1000, got %s', p_quantum));
-    if p_quantum = fairqueue.type_quantum(p_type) then
+    perform fairqueue.door_argument(p_default_quantum between 1 and 1000,
+        format('claim: quantum must be from 1 to 1000, got %s', p_default_quantum));
+    perform fairqueue.door_argument(
+        p_plan_names is not null and p_plan_quanta is not null
+        and cardinality(p_plan_names) = cardinality(p_plan_quanta)
+        and cardinality(p_plan_names) <= 100
+        and not exists (select 1 from unnest(p_plan_names) n where n is null)
+        and cardinality(p_plan_names)
+            = (select count(distinct n) from unnest(p_plan_names) n),
+        'claim: plan quanta must be one quantum for each of at most 100 distinct plan names');
+    perform fairqueue.door_argument(
+        not exists (select 1 from unnest(p_plan_quanta) q
+                     where q is null or q not between 1 and 1000),
+        format('claim: every plan''s quantum must be from 1 to 1000, got %s', p_plan_quanta));
+    if p_default_quantum = coalesce((select q.quantum from fairqueue.type_quanta q
+                                      where q.type = p_type), 1)
+       and not exists (
+           (select u.plan, u.quantum
+              from unnest(p_plan_names, p_plan_quanta) as u (plan, quantum)
+             where u.quantum <> p_default_quantum
+            except
+            select p.plan, p.quantum from fairqueue.plan_quanta p where p.type = p_type)
+           union all
+           (select p.plan, p.quantum from fairqueue.plan_quanta p where p.type = p_type
+            except
+            select u.plan, u.quantum
+              from unnest(p_plan_names, p_plan_quanta) as u (plan, quantum)
+             where u.quantum <> p_default_quantum)) then
         return;
     end if;
     lock table fairqueue.served in share row exclusive mode;
-    insert into fairqueue.type_quanta as q (type, quantum) values (p_type, p_quantum)
+    insert into fairqueue.type_quanta as q (type, quantum) values (p_type, p_default_quantum)
         on conflict (type) do update set quantum = excluded.quantum;
-    update fairqueue.served s set quantum = p_quantum
-     where s.type = p_type and s.quantum <> p_quantum;
+    delete from fairqueue.plan_quanta p where p.type = p_type;
+    insert into fairqueue.plan_quanta (type, plan, quantum)
+    select p_type, u.plan, u.quantum
+      from unnest(p_plan_names, p_plan_quanta) as u (plan, quantum)
+     where u.quantum <> p_default_quantum;
+    update fairqueue.served s set quantum = fairqueue.standing_quantum(s.type, s.plan)
+     where s.type = p_type and s.quantum <> fairqueue.standing_quantum(s.type, s.plan);
 end $$;
 
-alter function fairqueue.quantum_stamped(text, integer) owner to fairqueue_owner;
-revoke all on function fairqueue.quantum_stamped(text, integer) from public, fairqueue_app;
-grant execute on function fairqueue.quantum_stamped(text, integer) to fairqueue_app;
+alter function fairqueue.quanta_stamped(text, text[], integer[], integer)
+    owner to fairqueue_owner;
+revoke all on function fairqueue.quanta_stamped(text, text[], integer[], integer)
+    from public, fairqueue_app;
+grant execute on function fairqueue.quanta_stamped(text, text[], integer[], integer)
+    to fairqueue_app;
 
 -- Whether any job of the type could be claimed now: a due pending job, or a running one whose
 -- lease expired before its last attempt, in a group that is not paused. One branch per status,
@@ -234,18 +279,26 @@ grant execute on function fairqueue.has_claimable(text) to fairqueue_app;
 -- What a claim of p_type needs done first, in a transaction of its own (an autocommit caller's
 -- one statement): fresh statistics after a bulk enqueue (sql/functions/statistics.sql), then the
 -- served window's edge moved up to a day ago when it is a second or more stale
--- (expire_served_when_stale, sql/order/served.sql), then the type's quantum stamped on its
--- standings when the stage's changed (quantum_stamped above). Each works through the owner's
--- doors; the ANALYZE goes first, so the expiry's locks are held only for the moment before the
--- commit. One round trip before each claim, not two.
-create or replace function fairqueue.ready_for_claim(p_type text, p_quantum integer) returns void
+-- (expire_served_when_stale, sql/order/served.sql), then the type's quanta stamped on its
+-- standings when they changed (quanta_stamped above). Each works through the owner's doors;
+-- the ANALYZE goes first, so the expiry's locks are held only for the moment before the commit.
+-- One round trip before each claim, not two.
+create or replace function fairqueue.ready_for_claim(
+    p_type text,
+    p_plan_names text[],
+    p_plan_quanta integer[],
+    p_default_quantum integer
+) returns void
 language plpgsql set search_path = pg_catalog, pg_temp
 as $$
 begin
     perform fairqueue.analyze_when_stale();
     perform fairqueue.expire_served_when_stale();
-    perform fairqueue.quantum_stamped(p_type, p_quantum);
+    perform fairqueue.quanta_stamped(p_type, p_plan_names, p_plan_quanta, p_default_quantum);
 end $$;
-alter function fairqueue.ready_for_claim(text, integer) owner to fairqueue_owner;
-revoke all on function fairqueue.ready_for_claim(text, integer) from public, fairqueue_app;
-grant execute on function fairqueue.ready_for_claim(text, integer) to fairqueue_app;
+alter function fairqueue.ready_for_claim(text, text[], integer[], integer)
+    owner to fairqueue_owner;
+revoke all on function fairqueue.ready_for_claim(text, text[], integer[], integer)
+    from public, fairqueue_app;
+grant execute on function fairqueue.ready_for_claim(text, text[], integer[], integer)
+    to fairqueue_app;

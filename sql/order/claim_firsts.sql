@@ -1,9 +1,9 @@
 -- The first jobs of each of the best groups that offer one, for the claim below: the groups come
 -- from the standing index (sql/migrations/0048_quantum.sql), best first, plan by plan, and each
 -- offers its oldest due jobs that no one else holds (skip locked), as many as are left of its
--- current quantum (p_quantum less its served count's remainder: one with a quantum of 1). The
--- groups are read until their quanta's jobs fill the batch, so a batch over many groups holds
--- about batch / p_quantum standings, not one per job. With p_hold_groups the
+-- current quantum (its standing's quantum less its served count's remainder: one with a quantum
+-- of 1). The groups are read until their quanta's jobs fill the batch, so a batch over many
+-- groups holds about batch / quantum standings, not one per job. With p_hold_groups the
 -- claim also locks each group's standing (skip locked), so concurrent claimers take different
 -- groups and never wait for one another; a group another claimer holds, or whose due jobs are
 -- all held, is passed over and the claim reads further down the index. Without it (when every
@@ -11,7 +11,8 @@
 -- standings when it writes them: it holds no standing itself, so that wait cannot close a
 -- circle. Each first job comes as a fairqueue.ranked_job
 -- (sql/migrations/0044_order_definitions_folded.sql), with what the claim ranks it by (its
--- group's served count and plan) read where it was found, so the claim looks up neither again;
+-- group's served count, plan and quantum) read where it was found, so the claim looks up none
+-- of them again;
 -- in the order the jobs were taken.
 create or replace function fairqueue.claim_firsts(
     p_type text,
@@ -19,7 +20,6 @@ create or replace function fairqueue.claim_firsts(
     p_plan_names text[],
     p_plan_priorities integer[],
     p_default_priority integer,
-    p_quantum integer,
     p_hold_groups boolean
 ) returns fairqueue.ranked_job[]
 language plpgsql set search_path = pg_catalog, pg_temp set jit = off
@@ -33,7 +33,7 @@ declare
     -- How many jobs a group is expected to give: its quantum's rest at first, then at most what
     -- the groups of the last pass gave on average, so that groups with fewer jobs than a
     -- quantum (one each, over many groups) are read in two passes, not batch / quantum.
-    expect integer := p_quantum;
+    expect integer := p_batch;
     last_level bigint;
     last_at timestamptz;
     last_id uuid;
@@ -88,14 +88,15 @@ begin
                    count(*)
               into candidates, last_level, last_at, last_id, seen
               from (select x.group_key, x.level, x.head_created_at, x.head_id,
-                           coalesce(sum(least(p_quantum - x.n % p_quantum, expect))
+                           coalesce(sum(least(x.quantum - x.n % x.quantum, expect))
                                         over (order by x.level, x.head_created_at, x.head_id
                                               rows between unbounded preceding
                                                        and 1 preceding), 0) as before
-                      from (select x.group_key, x.n, x.level, x.head_created_at, x.head_id
+                      from (select x.group_key, x.n, x.quantum, x.level, x.head_created_at,
+                                   x.head_id
                               from unnest(level.plans) as l (plan)
                               cross join lateral (
-                                  select s.group_key, s.n, s.n / s.quantum as level,
+                                  select s.group_key, s.n, s.quantum, s.n / s.quantum as level,
                                          s.head_created_at, s.head_id
                                     from fairqueue.served s
                                    where s.type = p_type and s.plan = l.plan
@@ -108,12 +109,12 @@ begin
                              limit need) x) c;
             exit when candidates is null;
             if p_hold_groups then
-                select array_agg(row(h.group_key, h.n, h.plan, h.head_created_at,
-                                     h.head_id)::fairqueue.ranked_job)
+                select array_agg(row(h.group_key, h.n, h.plan, h.head_created_at, h.head_id,
+                                     h.quantum)::fairqueue.ranked_job)
                   into heads
                   from unnest(candidates) as k (group_key)
                   cross join lateral (
-                      select s.group_key, s.n, s.plan, s.head_created_at, s.head_id
+                      select s.group_key, s.n, s.plan, s.head_created_at, s.head_id, s.quantum
                         from fairqueue.served s
                        where s.type = p_type and s.group_key = k.group_key
                          and not exists (select 1 from unnest(taken) t
@@ -121,25 +122,25 @@ begin
                          and s.head_id is not null and not s.paused
                          for no key update skip locked) h;
             else
-                select array_agg(row(s.group_key, s.n, s.plan, s.head_created_at,
-                                     s.head_id)::fairqueue.ranked_job)
+                select array_agg(row(s.group_key, s.n, s.plan, s.head_created_at, s.head_id,
+                                     s.quantum)::fairqueue.ranked_job)
                   into heads
                   from unnest(candidates) as k (group_key)
                   cross join lateral (
-                      select s.group_key, s.n, s.plan, s.head_created_at, s.head_id
+                      select s.group_key, s.n, s.plan, s.head_created_at, s.head_id, s.quantum
                         from fairqueue.served s
                        where s.type = p_type and s.group_key = k.group_key
                        limit 1) s;
             end if;
             -- Each group's oldest due jobs that no one holds, from its head on, as many as are
-            -- left of its quantum; a paused group offers none. The jobs before the head are gone, and the index keeps their entries
-            -- until a vacuum: read from the start, a group drained of 50,000 jobs since the last
-            -- vacuum costs 0.65 ms a read here instead of 0.05. A job before the head, which an
-            -- enqueue holding the standing committed after a claim set the head without seeing
-            -- it, is found by the next claim's head, which does not read from a head set so
-            -- (recompute_heads).
-            select array_agg(row(f.group_key, k.served, k.plan, f.created_at,
-                                 f.id)::fairqueue.ranked_job)
+            -- left of its quantum; a paused group offers none. The jobs before the head are
+            -- gone, and the index keeps their entries until a vacuum: read from the start, a
+            -- group drained of 50,000 jobs since the last vacuum costs 0.65 ms a read here
+            -- instead of 0.05. A job before the head, which an enqueue holding the standing
+            -- committed after a claim set the head without seeing it, is found by the next
+            -- claim's head, which does not read from a head set so (recompute_heads).
+            select array_agg(row(f.group_key, k.served, k.plan, f.created_at, f.id,
+                                 k.quantum)::fairqueue.ranked_job)
               into found_jobs
               from unnest(heads) as k
               cross join lateral (
@@ -153,7 +154,7 @@ begin
                      and not exists (select 1 from fairqueue.groups g
                                       where g.key = k.group_key and g.status = 'paused')
                    order by j.type, j.group_key, j.created_at, j.id
-                   limit p_quantum - k.served % p_quantum
+                   limit k.quantum - k.served % k.quantum
                      for update of j skip locked) f;
             taken := taken || coalesce(found_jobs, '{}');
             if cardinality(heads) > 0 then
@@ -192,8 +193,8 @@ begin
     return taken;
 end $$;
 
-alter function fairqueue.claim_firsts(text, integer, text[], integer[], integer, integer,
-    boolean) owner to fairqueue_owner;
-revoke all on function fairqueue.claim_firsts(text, integer, text[], integer[], integer, integer,
-    boolean) from public, fairqueue_app;
+alter function fairqueue.claim_firsts(text, integer, text[], integer[], integer, boolean)
+    owner to fairqueue_owner;
+revoke all on function fairqueue.claim_firsts(text, integer, text[], integer[], integer, boolean)
+    from public, fairqueue_app;
 

@@ -46,9 +46,11 @@ revoke all on function fairqueue.fill_levels(text[], bigint[], bigint[], integer
 -- jobs claim_firsts locked (the rest of its current quantum) and more of its oldest due jobs
 -- after them; jobs whose lease expired before their last attempt join them.
 --
--- A group's job k (its k-th from its first, from 0) stands at level (served + k) / p_quantum,
--- and the jobs of one level of a group (a quantum's run) all stand at the first of them, so a
--- group at the top gives its whole quantum before the order is taken again. The order's key is
+-- A group's job k (its k-th from its first, from 0) stands at level (served + k) / quantum (its
+-- standing's quantum), and the jobs of one level of a group (a quantum's run) all stand at the
+-- first of them, so a group at the top gives its whole quantum before the order is taken
+-- again. Groups of plans with other weights have other quanta (Stage(order="shares")). The
+-- order's key is
 -- (priority, level, the run's first job, the job), the run's first job ranking the groups of a
 -- level by their oldest due job at the moment their run starts. With a quantum of 1 every job is
 -- a run of its own and the key is (priority, served + k, the job): the exact order.
@@ -74,7 +76,6 @@ create or replace function fairqueue.claim_picks(
     p_plan_names text[],
     p_plan_priorities integer[],
     p_default_priority integer,
-    p_quantum integer,
     p_firsts fairqueue.ranked_job[],
     p_tight boolean
 ) returns table (ids uuid[], verified boolean)
@@ -86,7 +87,7 @@ begin
     -- The first jobs with their plans' priorities, which every step below ranks by, and each
     -- one's place in its group (k).
     with firsts as (
-        select f.id, f.created_at, f.group_key, f.served,
+        select f.id, f.created_at, f.group_key, f.served, f.quantum,
                fairqueue.plan_priority(f.plan, p_plan_names, p_plan_priorities,
                                        p_default_priority) as priority,
                row_number() over (partition by f.group_key order by f.created_at, f.id) - 1
@@ -95,14 +96,14 @@ begin
     ),
     -- Each first group: its level, its first job, its last first job and how many it gave.
     groups as (
-        select f.group_key, f.priority, f.served, f.served / p_quantum as level,
+        select f.group_key, f.priority, f.served, f.quantum, f.served / f.quantum as level,
                count(*) as gave,
                (array_agg(f.created_at order by f.k))[1] as first_created_at,
                (array_agg(f.id order by f.k))[1] as first_id,
                (array_agg(f.created_at order by f.k desc))[1] as last_created_at,
                (array_agg(f.id order by f.k desc))[1] as last_id
           from firsts f
-         group by f.group_key, f.priority, f.served
+         group by f.group_key, f.priority, f.served, f.quantum
     ),
     -- The (priority, level) places of the first groups, with how many stand at or before each.
     levels as (
@@ -117,24 +118,24 @@ begin
     -- quantum, and as many more as the places after its own leave room for in the batch (its
     -- jobs at levels past a place l and up to the next stand behind every group at l or before).
     reach as (
-        select g.group_key, g.priority, g.served, g.level, g.gave, g.last_created_at,
-               g.last_id,
-               greatest(p_quantum - g.served % p_quantum,
-                        1 + coalesce(max(least(coalesce(p_quantum * (l.next_level + 1) - 1
+        select g.group_key, g.priority, g.served, g.quantum, g.level, g.gave,
+               g.last_created_at, g.last_id,
+               greatest(g.quantum - g.served % g.quantum,
+                        1 + coalesce(max(least(coalesce(g.quantum * (l.next_level + 1) - 1
                                                         - g.served, p_batch),
                                                p_batch - l.heads_up_to))
                                        filter (where p_batch - l.heads_up_to
-                                                     >= p_quantum * (l.level + 1) - g.served),
+                                                     >= g.quantum * (l.level + 1) - g.served),
                                      0)) as picks
           from groups g
           join levels l on l.priority = g.priority and l.level >= g.level
-         group by g.group_key, g.priority, g.served, g.level, g.gave, g.last_created_at,
-                  g.last_id
+         group by g.group_key, g.priority, g.served, g.quantum, g.level, g.gave,
+                  g.last_created_at, g.last_id
     ),
     -- The least a group offers (a share of twice the batch when fewer groups' quanta than the
     -- batch offer first jobs), and the top priority among the groups.
     share as (
-        select case when count(*) * p_quantum >= p_batch then 1
+        select case when sum(r.quantum) >= p_batch then 1
                     else greatest(1, 2 * p_batch / greatest(count(*), 1)) end as per_group,
                max(r.priority) as top
           from reach r
@@ -143,7 +144,7 @@ begin
     water as (
         select max(f.level) as level
           from (select array_agg(''::text) as keys, array_agg(p_batch::bigint) as batches,
-                       array_agg(r.served) as served, array_agg(p_quantum) as quanta
+                       array_agg(r.served) as served, array_agg(r.quantum) as quanta
                   from reach r, share
                  where r.priority = share.top) a
           cross join lateral fairqueue.fill_levels(a.keys, a.batches, a.served, a.quanta) f
@@ -152,12 +153,12 @@ begin
     -- in this pass, never less than the share nor than it gave already (tight: the top
     -- priority's groups to one past the water level, the others their first jobs).
     allowed as (
-        select r.group_key, r.priority, r.served, r.gave, r.last_created_at, r.last_id,
-               greatest(r.picks, share.per_group, r.gave) as most,
+        select r.group_key, r.priority, r.served, r.quantum, r.gave, r.last_created_at,
+               r.last_id, greatest(r.picks, share.per_group, r.gave) as most,
                greatest(case when not p_tight then r.picks
                              when r.priority = share.top
                                  then least(r.picks,
-                                            p_quantum * (water.level + 1) - r.served + 1)
+                                            r.quantum * (water.level + 1) - r.served + 1)
                              else r.gave end,
                         share.per_group, r.gave) as take
           from reach r, share, water
@@ -165,10 +166,10 @@ begin
     -- The jobs on offer, each at its place k in its group: the first jobs (locked already:
     -- mine), then the group's next oldest due jobs, as many as it takes.
     offered_in_groups as (
-        select f.id, f.group_key, f.priority, f.served, f.k, f.created_at, true as mine
+        select f.id, f.group_key, f.priority, f.served, f.quantum, f.k, f.created_at, true as mine
           from firsts f
         union all
-        select c.id, a.group_key, a.priority, a.served,
+        select c.id, a.group_key, a.priority, a.served, a.quantum,
                a.gave - 1 + row_number() over (partition by a.group_key
                                                order by c.created_at, c.id),
                c.created_at, false
@@ -187,12 +188,12 @@ begin
     -- died before their last attempt join them, found by the lease index, few, and all offered,
     -- each a run of its own.
     offered as (
-        select o.id, o.group_key, o.priority, (o.served + o.k) / p_quantum as level,
+        select o.id, o.group_key, o.priority, (o.served + o.k) / o.quantum as level,
                first_value(o.created_at) over run as run_created_at,
                first_value(o.id) over run as run_id,
                o.created_at, o.mine
           from offered_in_groups o
-        window run as (partition by o.group_key, (o.served + o.k) / p_quantum
+        window run as (partition by o.group_key, (o.served + o.k) / o.quantum
                        order by o.created_at, o.id)
         union all
         select j.id, null,
@@ -200,7 +201,8 @@ begin
                                        p_default_priority),
                (coalesce(s.n, 0) - 1 + row_number() over (partition by j.group_key
                                                           order by j.created_at, j.id))
-                   / p_quantum,
+                   / coalesce(s.quantum,
+                              fairqueue.standing_quantum(p_type, coalesce(t.plan, ''))),
                j.created_at, j.id, j.created_at, false
           from fairqueue.jobs j
           left join fairqueue.groups g on g.key = j.group_key
@@ -245,15 +247,13 @@ begin
     -- job on offer, within that job's run when it is of the same level (its run's first job,
     -- then its own time) and otherwise as the first of a run that starts after it.
     cut_short as (
-        select a.priority, (a.served + a.take) / p_quantum as next_level,
-               case when (a.served + a.take) / p_quantum = o.last_level
-                    then o.run_created_at else o.last_created_at end as after_run_created_at,
-               case when (a.served + a.take) / p_quantum = o.last_level
-                    then o.run_id else o.last_id end as after_run_id,
-               case when (a.served + a.take) / p_quantum = o.last_level
-                    then o.last_created_at else 'infinity' end as after_created_at,
-               case when (a.served + a.take) / p_quantum = o.last_level
-                    then o.last_id
+        select a.priority, n.next_level,
+               case when n.in_run then o.run_created_at else o.last_created_at end
+                   as after_run_created_at,
+               case when n.in_run then o.run_id else o.last_id end as after_run_id,
+               case when n.in_run then o.last_created_at else 'infinity' end
+                   as after_created_at,
+               case when n.in_run then o.last_id
                     else 'ffffffff-ffff-ffff-ffff-ffffffffffff' end as after_id
           from allowed a
           join (select o.group_key, count(*) as offered,
@@ -268,6 +268,9 @@ begin
                   from offered o
                  where o.group_key is not null
                  group by 1) o on o.group_key = a.group_key
+         cross join lateral (
+             select (a.served + a.take) / a.quantum as next_level,
+                    (a.served + a.take) / a.quantum = o.last_level as in_run) n
          where a.take < a.most and o.offered = a.take
     )
     select array(select p.id from picked p
@@ -288,7 +291,7 @@ begin
                                                 l.id))))));
 end $$;
 
-alter function fairqueue.claim_picks(text, integer, text[], integer[], integer, integer,
+alter function fairqueue.claim_picks(text, integer, text[], integer[], integer,
     fairqueue.ranked_job[], boolean) owner to fairqueue_owner;
-revoke all on function fairqueue.claim_picks(text, integer, text[], integer[], integer, integer,
+revoke all on function fairqueue.claim_picks(text, integer, text[], integer[], integer,
     fairqueue.ranked_job[], boolean) from public, fairqueue_app;

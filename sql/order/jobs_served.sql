@@ -81,7 +81,7 @@ begin
                                            head_created_at, head_id, wake_at, quantum)
         select c.type, c.group_key, c.n_delta, c.tenant_id, coalesce(t.plan, ''),
                coalesce(g.status = 'paused', false), c.head_created_at, c.head_id, c.wake_at,
-               fairqueue.type_quantum(c.type)
+               fairqueue.standing_quantum(c.type, coalesce(t.plan, ''))
           from unnest(p_types, p_group_keys, p_tenant_ids, p_n_deltas, p_head_created_ats,
                       p_head_ids, p_wake_ats, unchanged)
                as c (type, group_key, tenant_id, n_delta, head_created_at, head_id, wake_at,

@@ -55,7 +55,7 @@ begin
     -- of them (the jobs in flight), so that no claim's row version enters an index of served
     -- times: jobs_running_leased puts each of them in it.
     insert into fairqueue.served as s (type, group_key, n, quantum)
-    select e.type, e.group_key, -count(*), fairqueue.type_quantum(e.type)
+    select e.type, e.group_key, -count(*), fairqueue.standing_quantum(e.type, '')
       from (select j.type, j.group_key
               from fairqueue.jobs j
              where j.status = 'done' and j.served_at > wm and j.served_at <= target
@@ -226,7 +226,7 @@ revoke all on function fairqueue.recompute_heads(text[], text[], bigint[],
     timestamp with time zone[], uuid[], timestamp with time zone[]) from public, fairqueue_app;
 
 -- Sets the whole standing of these rows from the jobs, the tenant and the group: wake time, plan
--- and pause, then the head. For groups whose jobs came due, and for a standing the claim found
+-- (and its quantum) and pause, then the head. For groups whose jobs came due, and for a standing the claim found
 -- wrong. The caller holds the rows locked.
 create or replace function fairqueue.recompute_standings(p_types text[], p_group_keys text[])
 returns void
@@ -238,8 +238,9 @@ begin
            head_is_floor = false,
            paused = exists (select 1 from fairqueue.groups g
                              where g.key = s.group_key and g.status = 'paused'),
-           plan = coalesce((select t.plan from fairqueue.tenants t
-                             where t.id = s.tenant_id), '')
+           (plan, quantum) = (select p.plan, fairqueue.standing_quantum(s.type, p.plan)
+                                from (select coalesce((select t.plan from fairqueue.tenants t
+                                                        where t.id = s.tenant_id), '') as plan) p)
      where s.ctid = any(array(
                select f.ctid
                  from unnest(p_types, p_group_keys) as k (type, group_key)

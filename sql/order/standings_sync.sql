@@ -1,7 +1,7 @@
--- A group's standing carries its tenant's plan and whether it is paused, so the claim's index
--- can rank and skip groups without reading tenants or groups. One statement-level trigger
--- function copies a plan change and a pause or resume into the standing rows, as the owner; its
--- argument names the column it copies: 'plan' (triggers on tenants) or 'paused' (triggers on
+-- A group's standing carries its tenant's plan (and the plan's quantum) and whether it is
+-- paused, so the claim's index can rank and skip groups without reading tenants or groups. One
+-- statement-level trigger function copies a plan change and a pause or resume into the standing
+-- rows, as the owner; its argument names the column it copies: 'plan' (triggers on tenants) or 'paused' (triggers on
 -- groups). A row inserted or updated gives its value, a row deleted the value of no tenant ('')
 -- or of a group never paused (false); either way the changed rows reach it as changed_rows. A
 -- change is rare, so it looks the rows up without an index of its own. It first waits for the
@@ -17,7 +17,7 @@ begin
     perform fairqueue.lock_tenant_level_claims();
     if tg_argv[0] = 'plan' then
         update fairqueue.served s
-           set plan = k.plan
+           set plan = k.plan, quantum = fairqueue.standing_quantum(s.type, k.plan)
           from (select l.type, l.group_key, c.plan
                   from (select t.id,
                                case when tg_op = 'DELETE' then '' else coalesce(t.plan, '') end

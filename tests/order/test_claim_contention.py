@@ -48,10 +48,12 @@ def test_a_claim_whose_candidates_are_held_takes_the_next_ones(
     with psycopg.connect(dsn) as holder, connect(dsn, autocommit=True) as claimer:
         # The stage's quantum stamped as a pipeline's claim stamps it, in its own transaction;
         # then another claimer's batch of 200, its transaction still open: the best candidates.
-        claimer.execute("select fairqueue.ready_for_claim(%s, %s)", (stage.name, quantum))
+        claimer.execute(
+            "select fairqueue.ready_for_claim(%s, '{}', '{}', %s)", (stage.name, quantum)
+        )
         held = holder.execute(
             "select id from fairqueue.claim(%s, 200, 600, 'holder', null, array[]::text[],"
-            " array[]::integer[], 1, %s)",
+            " array[]::integer[], 1, array[]::integer[], %s)",
             (stage.name, quantum),
         ).fetchall()
         claimed = claim_batch(claimer, stage.name, batch=BATCH, lease_s=600, locked_by="claimer")

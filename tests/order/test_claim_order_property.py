@@ -4,18 +4,21 @@ served to the (tenant, group) in the last day (each pick counting for the next),
 oldest due job, the group at the top giving the rest of its quantum in a row. Workloads are
 generated: plans, tenants, groups, paused groups, jobs due and not yet due, history inside and
 outside the day, batch sizes from one to more than the groups, quanta from 1 (the exact order)
-to 8."""
+to 8, both orders (plan priority, or shares by the plans' weights, each plan's groups taking a
+quantum in proportion to its weight)."""
 
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fairqueue import Stage
+from fairqueue import PLANS, Stage
 from fairqueue.db import Connection
 from fairqueue.pipeline.claim import claim_batch
+from fairqueue.plans import ORDERS, Order, Plans
 from support.order_workloads import Workload, next_picks, workloads
 from support.order_workloads import load as load_workload
 
@@ -30,23 +33,46 @@ def _reset(conn: Connection) -> None:
     conn.execute("truncate fairqueue.jobs, fairqueue.served, fairqueue.groups, fairqueue.tenants")
 
 
+WEIGHTS = st.sampled_from([0.25, 0.5, 1, 1.5, 2, 3])
+
+
 @settings(
     max_examples=150,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
-@given(load=ORDERED, quantum=st.one_of(st.just(1), st.integers(min_value=1, max_value=8)))
+@given(
+    load=ORDERED,
+    quantum=st.one_of(st.just(1), st.integers(min_value=1, max_value=8)),
+    order=st.sampled_from(ORDERS),
+    weights=st.tuples(WEIGHTS, WEIGHTS, WEIGHTS),
+)
 def test_every_batch_is_the_next_picks_of_the_plain_model(
-    conn: Connection, load: Workload, quantum: int
+    conn: Connection,
+    load: Workload,
+    quantum: int,
+    order: Order,
+    weights: tuple[float, float, float],
 ) -> None:
-    # One type whose quantum changes from example to example: each change restamps the type's
-    # standings (the claim door's quantum_stamped), which the batches then rank by.
+    # One type whose quanta change from example to example (the stage's quantum, its order, the
+    # plans' weights): each change restamps the type's standings (the claim door's
+    # quanta_stamped), which the batches then rank by.
+    plans = Plans(
+        tuple(replace(plan, weight=w) for plan, w in zip(PLANS.plans, weights, strict=True))
+    )
     _reset(conn)
     due = load_workload(conn, "ordered", load)
     served = Counter(key for key, recent in load.history if recent)
     for batch in load.batches:
-        expected = next_picks(load, due, served, quantum, batch)
+        expected = next_picks(load, due, served, quantum, batch, plans=plans, order=order)
         claimed = claim_batch(
-            conn, "ordered", batch=batch, lease_s=600, locked_by="property", quantum=quantum
+            conn,
+            "ordered",
+            batch=batch,
+            lease_s=600,
+            locked_by="property",
+            quantum=quantum,
+            order=order,
+            plans=plans,
         )
         assert sorted(str(c.id) for c in claimed) == sorted(str(i) for i in expected)

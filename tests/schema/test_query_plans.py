@@ -78,26 +78,23 @@ def assert_walks_the_claim_index(plan: list[dict], index: str = "jobs_claim_idx"
 # claim-latency table counts it the same way. The claim is PL/pgSQL, whose statements EXPLAIN
 # cannot show from outside, so its reads are bounded instead.
 READS = (Path(__file__).parents[2] / "bench" / "claim_reads.sql").read_text(encoding="utf-8")
+PLAN_TERMS = "%(plan_names)s, %(plan_priorities)s, %(default_priority)s"
 CLAIMS = {
-    "group": "select * from fairqueue.claim(%s, %s, 60, 'plan', null, %s, %s, %s, 1)",
-    "tenant": "select * from fairqueue.claim_by_tenant(%s, %s, 60, 'plan', null, %s, %s, %s)",
+    "group": "select * from fairqueue.claim(%(type)s, %(batch)s, 60, 'plan', null,"
+    f" {PLAN_TERMS}, %(plan_quanta)s, %(default_quantum)s)",
+    "tenant": "select * from fairqueue.claim_by_tenant(%(type)s, %(batch)s, 60, 'plan', null,"
+    f" {PLAN_TERMS})",
 }
 
 
 def claim_reads_by_table(conn, batch: int, level: str = "group") -> tuple[dict[str, int], int]:
     """Rows of each table one claim of `batch` reads, and how many it claimed; rolled back."""
-    params = PLANS.claim_params()
+    params = {"type": "planned", "batch": batch, **PLANS.claim_params()}
     with conn.transaction(force_rollback=True):
         before = conn.execute(READS).fetchone()
         claimed = conn.execute(
             CLAIMS[level],  # type: ignore[call-overload]
-            (
-                "planned",
-                batch,
-                params["plan_names"],
-                params["plan_priorities"],
-                params["default_priority"],
-            ),
+            params,
         ).fetchall()
         after = conn.execute(READS).fetchone()
     return {table: after[table] - before[table] for table in after}, len(claimed)
@@ -219,7 +216,7 @@ def test_a_groups_first_job_is_read_from_its_head_on_not_past_its_claimed_jobs(c
         before = conn.execute(pages).fetchone()
         (first,) = conn.execute(
             "select array(select f.id from unnest(fairqueue.claim_firsts('planned', 1, %s, %s, %s,"
-            " 1, true)) f) as first_ids",
+            " true)) f) as first_ids",
             (params["plan_names"], params["plan_priorities"], params["default_priority"]),
         ).fetchall()
         after = conn.execute(pages).fetchone()

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from fairqueue import PLANS, enqueue
 from fairqueue.db import Connection
 from fairqueue.groups import pause_group
-from fairqueue.plans import set_plan
+from fairqueue.plans import Order, Plan, Plans, set_plan
 
 PLAN_NAMES = [plan.name for plan in PLANS.plans] + [None]
 
@@ -78,24 +78,42 @@ def load(conn: Connection, job_type: str, workload: Workload) -> list[Due]:
 
 def priority(workload: Workload, tenant: str | None) -> int:
     """The tenant's plan priority; the middle plan's without a tenant or a plan."""
+    return plan_of(workload, tenant).priority
+
+
+def plan_of(workload: Workload, tenant: str | None, plans: Plans = PLANS) -> Plan:
+    """The tenant's plan; the middle plan without a tenant or a plan."""
     plan = workload.plans.get(tenant) if tenant else None
-    return (PLANS.get(plan) if plan else PLANS.middle).priority
+    return plans.get(plan) if plan else plans.middle
 
 
 Due = tuple[object, Key, int]  # (job id, group, age: its place in the order of creation)
 
 
 def next_picks(
-    workload: Workload, due: list[Due], served: Counter[Key], quantum: int, batch: int
+    workload: Workload,
+    due: list[Due],
+    served: Counter[Key],
+    quantum: int,
+    batch: int,
+    *,
+    plans: Plans = PLANS,
+    order: Order = "priority",
 ) -> list[object]:
     """The next ``batch`` picks of the group order, one job at a time, taken out of ``due`` and
-    counted in ``served``: the groups ranked by plan priority (highest first), then by whole
-    quanta served (served // quantum), then by their oldest due job; the group at the top gives
-    its oldest due jobs until it completes its current quantum or has none left, and then the
-    ranking is taken again. With a quantum of 1 that is one job a turn."""
+    counted in ``served``: the groups ranked by plan priority (highest first; under shares every
+    plan ranks alike), then by whole quanta served (served // the group's quantum), then by
+    their oldest due job; the group at the top gives its oldest due jobs until it completes its
+    current quantum or has none left, and then the ranking is taken again. A group's quantum is
+    ``quantum``, or under shares ``quantum`` x its plan's weight rounded half up (at least 1).
+    With a quantum of 1 under priority that is one job a turn."""
+
+    def quantum_of(key: Key) -> int:
+        return plan_of(workload, key[0], plans).quantum(quantum) if order == "shares" else quantum
 
     def rank(job: Due) -> tuple[int, int, int]:
-        return (-priority(workload, job[1][0]), served[job[1]] // quantum, job[2])
+        tier = 0 if order == "shares" else -plan_of(workload, job[1][0], plans).priority
+        return (tier, served[job[1]] // quantum_of(job[1]), job[2])
 
     picks: list[object] = []
     while len(picks) < batch and due:
@@ -108,6 +126,6 @@ def next_picks(
             due.remove(job)
             served[top] += 1
             picks.append(job[0])
-            if served[top] % quantum == 0:
+            if served[top] % quantum_of(top) == 0:
                 break
     return picks

@@ -63,13 +63,22 @@ def test_the_served_triggers_still_count_for_the_application_role(
 
 
 PLANS = "array['free']::text[], array[0]::integer[], 0"
+# Each plan's quantum beside its name, then the default quantum: valid unless a call says not.
+QUANTA = "array[1]::integer[], 1"
 HOSTILE_CALLS = [
-    f"select * from fairqueue.claim('served_kind', 1000000, 10, 'me', null, {PLANS}, 1)",
-    f"select * from fairqueue.claim('served_kind', 10, 1e9, 'me', null, {PLANS}, 1)",
-    f"select * from fairqueue.claim('served_kind', 0, 60, 'me', null, {PLANS}, 1)",
-    f"select * from fairqueue.claim('served_kind', 10, 60, 'me', null, {PLANS}, 0)",
-    f"select * from fairqueue.claim('served_kind', 10, 60, 'me', null, {PLANS}, 1001)",
-    f"select * from fairqueue.claim('served_kind', 10, 60, '', null, {PLANS}, 1)",
+    f"select * from fairqueue.claim('served_kind', 1000000, 10, 'me', null, {PLANS}, {QUANTA})",
+    f"select * from fairqueue.claim('served_kind', 10, 1e9, 'me', null, {PLANS}, {QUANTA})",
+    f"select * from fairqueue.claim('served_kind', 0, 60, 'me', null, {PLANS}, {QUANTA})",
+    f"select * from fairqueue.claim('served_kind', 10, 60, 'me', null, {PLANS}, array[1], 0)",
+    f"select * from fairqueue.claim('served_kind', 10, 60, 'me', null, {PLANS}, array[1], 1001)",
+    f"select * from fairqueue.claim('served_kind', 10, 60, 'me', null, {PLANS}, array[0], 1)",
+    f"select * from fairqueue.claim('served_kind', 10, 60, 'me', null, {PLANS}, array[1001], 1)",
+    f"select * from fairqueue.claim('served_kind', 10, 60, 'me', null, {PLANS}, array[1, 2], 1)",
+    f"select * from fairqueue.claim('served_kind', 10, 60, 'me', null, {PLANS}, null, 1)",
+    "select * from fairqueue.claim('served_kind', 10, 60, 'me', null, array['free', 'free'],"
+    " array[0, 0], 0, array[1, 2], 1)",
+    f"select * from fairqueue.claim('served_kind', 10, 60, '', null, {PLANS}, {QUANTA})",
+    "select fairqueue.quanta_stamped('served_kind', array['free'], array[2000], 1)",
     f"select * from fairqueue.claim_by_tenant('served_kind', 1000000, 10, 'me', null, {PLANS})",
     f"select * from fairqueue.claim_by_tenant('served_kind', 10, 1e9, 'me', null, {PLANS})",
     f"select * from fairqueue.claim_by_tenant('served_kind', 10, 60, '', null, {PLANS})",
@@ -92,7 +101,7 @@ HOSTILE_CALLS = [
     "select * from fairqueue.due_give_ups(array['served_kind'], interval '0 s', 10)",
     "select * from fairqueue.due_give_ups(array['served_kind'], interval '1 minute', 0)",
     "select fairqueue.close_abandoned_runs(interval '8 days')",
-    "select * from fairqueue.claim_unchecked('served_kind', 10, 60, 'me', null, " + PLANS + ", 1)",
+    "select * from fairqueue.claim_unchecked('served_kind', 10, 60, 'me', null, " + PLANS + ")",
     "select * from fairqueue.find_jobs(null, null, null, null, null, 0)",
     "select * from fairqueue.find_jobs(null, null, null, null, null, 10001)",
     "select * from fairqueue.find_jobs(null, 'lost', null, null, null, 10)",
@@ -172,7 +181,8 @@ def test_a_door_within_bounds_answers(dsn: str, conn: Connection) -> None:
     enqueue(conn, "served_kind", {}, tenant_id="a")
     with connect(dsn, autocommit=True) as app:
         claimed = app.execute(
-            f"select * from fairqueue.claim('served_kind', 1000, 86400, 'me', null, {PLANS}, 1000)"
+            f"select * from fairqueue.claim('served_kind', 1000, 86400, 'me', null, {PLANS},"
+            " array[1000], 1000)"
         ).fetchall()
         assert [row["tenant_id"] for row in claimed] == ["a"]
         kept = app.execute(

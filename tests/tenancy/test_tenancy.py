@@ -196,7 +196,7 @@ DOORS = {
     "reset_due_quota",
     "spend_quota",
     "claim_by_tenant",
-    "quantum_stamped",
+    "quanta_stamped",
     "find_jobs",
     "group_standing",
     "tenant_standing",

@@ -1,20 +1,49 @@
 """Plans: one object says how each plan ranks, for the claim and for people alike, and the
 tenant's plan that ``set_plan`` records."""
 
+import math
 from dataclasses import dataclass
+from typing import Literal
 
 from .db import Connection
 from .errors import ConfigurationError, UnknownPlan
+from .inputs import MAX_QUANTUM
 from .queries import query
 from .tenancy import tenant_scope
+
+# How a stage's claim weighs plans (Stage.order). priority: a higher plan's groups all go first.
+# shares: no tiers; each plan's groups are served in proportion to its weight, the groups of a
+# plan of weight w taking a quantum of q x w.
+Order = Literal["priority", "shares"]
+ORDERS: tuple[Order, ...] = ("priority", "shares")
 
 
 @dataclass(frozen=True)
 class Plan:
+    """A plan: its priority (under ``order="priority"``), its daily quota units, and its weight
+    (under ``order="shares"``: service in proportion to it while every plan has work)."""
+
     name: str
     priority: int
     daily_units: int | None
     description: str
+    weight: float = 1
+
+    def __post_init__(self) -> None:
+        weight = self.weight
+        if isinstance(weight, bool) or not isinstance(weight, int | float):
+            raise ConfigurationError(
+                f"plan {self.name!r}: weight must be a positive number, got {weight!r}"
+            )
+        if not (math.isfinite(weight) and weight > 0):
+            raise ConfigurationError(
+                f"plan {self.name!r}: weight must be a positive number, got {weight!r}"
+            )
+
+    def quantum(self, quantum: int) -> int:
+        """The quantum this plan's groups take under shares: the stage's times the weight,
+        rounded half up, at least 1."""
+        return max(1, math.floor(quantum * self.weight + 0.5))
 
 
 @dataclass(frozen=True)
@@ -39,22 +68,46 @@ class Plans:
         ranked = sorted(self.plans, key=lambda p: p.priority)
         return ranked[(len(ranked) - 1) // 2]
 
-    def claim_params(self) -> dict[str, object]:
-        """The claim query's priority term, as parameters."""
+    def claim_params(self, order: Order = "priority", quantum: int = 1) -> dict[str, object]:
+        """The claim's plan terms, as parameters: each plan's priority and quantum beside its
+        name, and those of a group with no tenant or an unknown plan (the middle plan's).
+
+        Under ``order="priority"`` every plan takes the stage's quantum; under ``"shares"``
+        every plan takes one priority and a quantum of ``quantum`` x its weight. A plan whose
+        quantum would pass MAX_QUANTUM is refused."""
+        if order == "priority":
+            priorities = [p.priority for p in self.plans]
+            quanta = [quantum for _ in self.plans]
+            default_priority, default_quantum = self.middle.priority, quantum
+        else:
+            priorities = [0 for _ in self.plans]
+            quanta = [p.quantum(quantum) for p in self.plans]
+            default_priority, default_quantum = 0, self.middle.quantum(quantum)
+        for plan, plan_quantum in zip(self.plans, quanta, strict=True):
+            if plan_quantum > MAX_QUANTUM:
+                raise ConfigurationError(
+                    f"plan {plan.name!r}: a quantum of {quantum} x weight {plan.weight:g} is"
+                    f" {plan_quantum}, more than {MAX_QUANTUM}"
+                )
         return {
             "plan_names": [p.name for p in self.plans],
-            "plan_priorities": [p.priority for p in self.plans],
-            "default_priority": self.middle.priority,
+            "plan_priorities": priorities,
+            "default_priority": default_priority,
+            "plan_quanta": quanta,
+            "default_quantum": default_quantum,
         }
 
     def table(self) -> str:
         """The plans as a table for people, highest priority first."""
-        rows = [("plan", "priority", "daily units", "description")]
+        rows = [("plan", "priority", "weight", "daily units", "description")]
         for plan in sorted(self.plans, key=lambda p: -p.priority):
             units = "unlimited" if plan.daily_units is None else str(plan.daily_units)
-            rows.append((plan.name, str(plan.priority), units, plan.description))
-        rows.append(("(no tenant)", str(self.middle.priority), "-", f"ranks as {self.middle.name}"))
-        widths = [max(len(r[i]) for r in rows) for i in range(4)]
+            weight = f"{plan.weight:g}"
+            rows.append((plan.name, str(plan.priority), weight, units, plan.description))
+        middle = self.middle
+        weight = f"{middle.weight:g}"
+        rows.append(("(no tenant)", str(middle.priority), weight, "-", f"ranks as {middle.name}"))
+        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
         lines = [
             "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows
         ]

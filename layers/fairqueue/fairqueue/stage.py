@@ -17,6 +17,7 @@ from .db import Connection
 from .errors import ConfigurationError
 from .inputs import MAX_ATTEMPTS, MAX_BATCH, MAX_LEASE_S, MAX_QUANTUM
 from .options import check_options
+from .plans import Order
 from .upstream import Upstream
 
 
@@ -144,6 +145,10 @@ class Stage:
     # again (docs/guide/fairness.md): 1 keeps the exact order, one job a turn; more lets a
     # batch over many groups write fewer standings. The group level only, for now.
     quantum: Annotated[int, Interval(ge=1, le=MAX_QUANTUM)] = 1
+    # How plans weigh in the order (docs/guide/fairness.md): "priority", a higher plan's groups
+    # first; "shares", every plan served in proportion to its weight, a plan's groups taking a
+    # quantum of quantum x weight. The group level only, for now.
+    order: Order = "priority"
     # Admitted stages (fairqueue.lanes.admit): what one job costs in credits, and the upstream
     # service whose held work the job starts once it holds its lane (a protocol: unchecked).
     credit_cost: Annotated[int, Ge(0)] = 0
@@ -167,6 +172,11 @@ class Stage:
             raise ConfigurationError(
                 f"Stage {self.name!r}: quantum is kept at the group level only; a stage with"
                 f' fair_share="tenant" takes quantum=1, got quantum={self.quantum}'
+            )
+        if self.order == "shares" and self.fair_share == "tenant":
+            raise ConfigurationError(
+                f'Stage {self.name!r}: order="shares" is kept at the group level only; a stage'
+                ' with fair_share="tenant" takes order="priority"'
             )
         register(self)
 

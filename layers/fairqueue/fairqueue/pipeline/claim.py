@@ -26,7 +26,7 @@ from psycopg.types.json import Jsonb
 from ..db import Connection
 from ..errors import ConfigurationError
 from ..inputs import MAX_BATCH, MAX_LEASE_S, MAX_QUANTUM
-from ..plans import PLANS, Plans
+from ..plans import ORDERS, PLANS, Order, Plans
 from ..queries import query
 from ..stage import FairShare, known_stage
 from ..tenancy import tenant_transaction
@@ -51,6 +51,12 @@ def quantum_of(job_type: str) -> int:
     """The type's stage's quantum; 1 (the exact order) when no stage declares it."""
     stage = known_stage(job_type)
     return 1 if stage is None else stage.quantum
+
+
+def order_of(job_type: str) -> Order:
+    """How the type's stage weighs plans; ``"priority"`` when no stage declares it."""
+    stage = known_stage(job_type)
+    return "priority" if stage is None else stage.order
 
 
 @dataclass(frozen=True)
@@ -111,13 +117,16 @@ def claim_batch(
     plans: Plans = PLANS,
     fair_share: FairShare | None = None,
     quantum: int | None = None,
+    order: Order | None = None,
 ) -> list[ClaimedJob]:
     """Claim up to ``batch`` jobs of a type in fair order, then read them tenant by tenant.
 
     ``fair_share`` is the level the order is kept at, ``"group"`` or ``"tenant"``; None takes
     the stage's (``Stage.fair_share``), ``"group"`` for a type no stage declares here.
     ``quantum`` is how many jobs in a row the group at the top gives (group level only); None
-    takes the stage's (``Stage.quantum``), 1 for a type no stage declares here. The
+    takes the stage's (``Stage.quantum``), 1 for a type no stage declares here. ``order`` is
+    how plans weigh, ``"priority"`` or ``"shares"`` (group level only); None takes the stage's
+    (``Stage.order``), ``"priority"`` for a type no stage declares here. The
     claim itself crosses tenants and sees ids only; each job's payload is read again under its
     own tenant's clamp, in the same statement (the server switches the clamp).
     """
@@ -138,14 +147,19 @@ def claim_batch(
             f"claim of {job_type}: quantum must be from 1 to {MAX_QUANTUM} at the group level"
             f" and 1 at the tenant level, got {turn} at the {level} level"
         )
+    weighing = order_of(job_type) if order is None else order
+    if weighing not in ORDERS or (weighing == "shares" and level != "group"):
+        raise ConfigurationError(
+            f"claim of {job_type}: order must be one of {', '.join(ORDERS)} at the group level"
+            f' and "priority" at the tenant level, got {weighing!r} at the {level} level'
+        )
     params = {
         "type": job_type,
         "batch": batch,
         "lease_s": lease_s,
         "locked_by": locked_by,
         "run_id": run_id,
-        "quantum": turn,
-        **plans.claim_params(),
+        **plans.claim_params(weighing, turn),
     }
     # The statistics check, the expiry and a change of quantum commit on their own first (on an
     # autocommit connection), so the claim never holds counter rows locked by the expiry while
