@@ -11,7 +11,7 @@ from uuid import UUID
 from .db import Connection
 from .errors import UnknownQuota
 from .job_info import JobInfo, find_jobs
-from .plans import PLANS
+from .plans import PLANS, Order
 from .queries import query
 from .quotas import read_quota
 from .stage import Stage, known_stage
@@ -71,7 +71,7 @@ def why_waiting(conn: Connection, job: JobInfo, stage: Stage | None) -> Waiting:
         reasons.append(f"{older} older due job(s) of its group go first")
     if stage is not None and stage.fair_share == "tenant":
         return _tenant_place(conn, job, reasons, older)
-    rows = _standing_rows(conn, "group_standing", job)
+    rows = _standing_rows(conn, "group_standing", job, stage.order if stage else "priority")
     if not rows:
         # Its standing changed between the reads (claimed, paused): nothing to place.
         return Waiting(reasons or ["its group offers no due job to the claim right now"])
@@ -103,11 +103,14 @@ def _tenant_place(conn: Connection, job: JobInfo, reasons: list[str], older: int
     return Waiting(reasons, own, ahead, level="tenant")
 
 
-def _standing_rows(conn: Connection, name: str, job: JobInfo) -> list[dict[str, Any]]:
+def _standing_rows(
+    conn: Connection, name: str, job: JobInfo, order: Order = "priority"
+) -> list[dict[str, Any]]:
+    """The standing door's rows, its plans weighed as the stage's claim weighs them."""
     return conn.execute(
         query(name),
         {"type": job.type, "group_key": job.group_key, "ahead": STANDINGS_SHOWN}
-        | PLANS.claim_params(),
+        | PLANS.claim_params(order),
     ).fetchall()
 
 
