@@ -23,6 +23,7 @@ from . import (
     health,
     latency,
     schedules,
+    shares,
     throughput,
 )
 from .machine import library_fingerprint, machine
@@ -111,6 +112,7 @@ def run(dsn: str, sizes: Sizes, server: str, progress: Progress, *, keep: bool) 
             churned += health.churn_peer(peer, peer_dsns[peer.name], sizes, progress)
         admitted = admission.measure(conn, dsn, sizes, progress)
         swept = schedules.measure(conn, dsn, sizes, progress)
+        shared = shares.measure(conn, dsn, sizes, progress)
         database.reset(conn)
     changed = library_fingerprint() != library
     if changed:
@@ -135,6 +137,7 @@ def run(dsn: str, sizes: Sizes, server: str, progress: Progress, *, keep: bool) 
         admission=admitted,
         doorbells=rung,
         schedules=swept,
+        shares=shared,
         elapsed_s=time.monotonic() - started,
     )
 

@@ -17,6 +17,7 @@ from . import (
     enqueue,
     fairness_tenants,
     schedules,
+    shares,
 )
 from .formats import MIB, count, percent, plural, ratio, table, title
 from .results import BARE, FAIRQUEUE, FAIRQUEUE_DRAINS, Results
@@ -115,6 +116,7 @@ def as_json(results: Results) -> dict[str, Any]:
         "admission": admission_report.as_json(results.admission, results.sizes),
         "doorbells": doorbells.as_json(results.doorbells),
         "schedules": schedules.as_json(results.schedules),
+        "shares": shares.as_json(results.shares),
     }
 
 
@@ -446,6 +448,8 @@ def markdown(results: Results) -> str:
         "",
         *doorbells.section(results.doorbells),
         *schedules.section(results.schedules, results.sizes),
+        "",
+        *shares.section(results.shares, results.sizes),
         "",
         f"Whole run: {results.elapsed_s:.0f} s.",
     ]

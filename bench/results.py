@@ -16,6 +16,7 @@ from .latency import LatencyCase
 from .machine import Machine
 from .peers.workers import PeerDrain
 from .schedules import ScheduleSweepRun
+from .shares import SharesRun
 from .sizes import Sizes
 from .throughput import Drain, medians
 
@@ -56,6 +57,8 @@ class Results:
     doorbells: list[DoorbellLatency]
     # One sweep of the schedules at each count of schedules.
     schedules: list[ScheduleSweepRun]
+    # Weighted shares: two plans of weights 3 and 1 under shares, and the priority drain.
+    shares: list[SharesRun]
     elapsed_s: float
 
     @property

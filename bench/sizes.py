@@ -73,6 +73,14 @@ class Sizes:
     schedule_counts: tuple[int, ...]
     schedule_due: int
     schedule_repeats: int
+    # Weighted shares (bench/shares.py): `shares_jobs_per_plan` jobs of each of two plans over
+    # `shares_tenants` tenants x `shares_groups_per_tenant` groups each, drained by
+    # `shares_workers` pipelines, `shares_repeats` times.
+    shares_tenants: int
+    shares_groups_per_tenant: int
+    shares_jobs_per_plan: int
+    shares_workers: int
+    shares_repeats: int
     # Admission (bench/admission.py): POST /jobs at each count of concurrent clients, each
     # client admitting untimed for the warm-up, then for the timed seconds.
     admission_clients: tuple[int, ...]
@@ -140,6 +148,11 @@ FULL = Sizes(
     schedule_counts=(10_000, 100_000),
     schedule_due=1_000,
     schedule_repeats=5,
+    shares_tenants=50,
+    shares_groups_per_tenant=10,
+    shares_jobs_per_plan=20_000,
+    shares_workers=4,
+    shares_repeats=3,
     admission_clients=(1, 16, 200),
     admission_fleet_clients=(1, 16, 200),
     admission_warmup_s=2.0,
@@ -191,6 +204,12 @@ SMOKE = Sizes(
     schedule_counts=(100, 1_000),
     schedule_due=10,
     schedule_repeats=1,
+    # A round (tenants x groups x 4) a whole number of batches, so windows end between claims.
+    shares_tenants=5,
+    shares_groups_per_tenant=2,
+    shares_jobs_per_plan=120,
+    shares_workers=2,
+    shares_repeats=1,
     admission_clients=(1, 16),
     admission_fleet_clients=(1,),
     admission_warmup_s=0.1,

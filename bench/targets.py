@@ -20,7 +20,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import admission_report, claim_tenants, doorbells, enqueue, fairness_tenants, schedules
+from . import (
+    admission_report,
+    claim_tenants,
+    doorbells,
+    enqueue,
+    fairness_tenants,
+    schedules,
+    shares,
+)
 from .formats import title
 from .results import BARE, FAIRQUEUE, FAIRQUEUE_GROUPS, FAIRQUEUE_GROUPS_Q4, Results
 
@@ -279,6 +287,32 @@ def _schedules(results: Results) -> list[Target]:
     ]
 
 
+def _shares(results: Results) -> list[Target]:
+    found = shares.figures(results.shares)
+    error, jain, dry = found["ratio_error"], found["jain_min"], found["dry_over_plain"]
+    if error is None or jain is None or dry is None:
+        return []
+    return [
+        Target(
+            goal=f"shares: plans of weights 3 and 1 served 3:1 in every round's window within"
+            f" {shares.MAX_RATIO_ERROR:.0%}, Jain's index of weight-normalised service at least"
+            f" {shares.MIN_JAIN:g}",
+            fairqueue=f"worst window {error:.1%} off 3:1",
+            other=f"lowest Jain {jain:.3f}",
+            ratio=jain,
+            met=error <= shares.MAX_RATIO_ERROR and jain >= shares.MIN_JAIN,
+        ),
+        Target(
+            goal="shares: once the weight-3 plan runs dry the weight-1 plan drains at the plain"
+            f" fair drain's rate (at least {shares.MIN_DRY_RATE:g} of it)",
+            fairqueue=f"{found['dry_per_s'] or 0:,.0f} jobs/s (weight 1 alone)",
+            other=f"{found['plain_per_s'] or 0:,.0f} jobs/s (order=priority, both plans)",
+            ratio=dry,
+            met=dry >= shares.MIN_DRY_RATE,
+        ),
+    ]
+
+
 def evaluate(results: Results) -> list[Target]:
     goals = [
         ("pgqueuer", "drain >= pgqueuer's best", 1.0),
@@ -311,4 +345,5 @@ def evaluate(results: Results) -> list[Target]:
         *_admission(results),
         *_doorbells(results),
         *_schedules(results),
+        *_shares(results),
     ]

@@ -59,6 +59,7 @@ def test_smoke_run_has_every_section_with_positive_numbers(admin_dsn: str, tmp_p
         "### Admission",
         "### Doorbells",
         "### Schedules",
+        "### Weighted shares",
     ):
         assert heading in stdout
     for loop in ("fairqueue run_pipeline", "bare SKIP LOCKED loop", "bare loop on fairqueue.jobs"):
@@ -86,6 +87,7 @@ def test_smoke_run_has_every_section_with_positive_numbers(admin_dsn: str, tmp_p
     check_admission(results["admission"], sizes)
     check_doorbells(results["doorbells"], sizes)
     check_schedules(results["schedules"], sizes)
+    check_shares(results["shares"], sizes)
 
 
 @pytest.mark.timeout(SMOKE_TIMEOUT_S + 10)
@@ -329,6 +331,21 @@ def check_schedules(found: dict[str, Any], sizes: dict[str, Any]) -> None:
         assert run["made"] == run["due"] == sizes["schedule_due"]
         assert run["seconds"] > 0
     assert found["growth"] > 0
+
+
+def check_shares(found: dict[str, Any], sizes: dict[str, Any]) -> None:
+    # Every way drained both plans' backlogs; one pipeline under shares serves every round's
+    # window exactly 3:1 (the order itself), and the light plan runs on alone at some rate.
+    ways = {(r["order"], r["workers"]) for r in found["runs"]}
+    workers = sizes["shares_workers"]
+    assert ways == {("shares", 1), ("shares", workers), ("priority", workers)}
+    for run in found["runs"]:
+        assert run["jobs"] == 2 * sizes["shares_jobs_per_plan"]
+        if run["order"] == "shares":
+            assert run["windows"] > 0
+    assert found["figures"]["ratio_error"] == 0
+    assert found["figures"]["jain_min"] == 1
+    assert found["figures"]["dry_per_s"] > 0
 
 
 def check_admission(found: dict[str, Any], sizes: dict[str, Any]) -> None:

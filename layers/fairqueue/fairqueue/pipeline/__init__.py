@@ -107,6 +107,9 @@ class Pipeline:
                     locked_by=run.locked_by,
                     run_id=run.run_id,
                     plans=run.plans,
+                    fair_share=stage.fair_share,
+                    quantum=stage.quantum,
+                    order=stage.order,
                 )
             if claimed:
                 run.run_batch(stage, claimed)
