@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
+from dataclasses import replace
 from typing import Any
 
 import psycopg
 import pytest
 
-from fairqueue import Stage, connect, run_pipeline
+from fairqueue import PLANS, Plans, Stage, connect, run_pipeline
 from fairqueue.db import Connection
 from fairqueue.pipeline.claim import claim_batch
+from fairqueue.plans import Order, set_plan
 from support.rows import race
 
 BATCH = 50
@@ -62,9 +64,15 @@ def test_a_claim_whose_candidates_are_held_takes_the_next_ones(
         holder.rollback()
 
 
-@pytest.mark.parametrize("quantum", [1, 4])
+# Under shares the tenants' plans weigh 1, 2 and 3: groups of three quanta side by side.
+WEIGHED = Plans(
+    tuple(replace(plan, weight=w) for plan, w in zip(PLANS.plans, (1, 2, 3), strict=True))
+)
+
+
+@pytest.mark.parametrize(("quantum", "order"), [(1, "priority"), (4, "priority"), (2, "shares")])
 def test_concurrent_pipelines_stop_only_when_nothing_unheld_is_due(
-    conn: Connection, dsn: str, quantum: int
+    conn: Connection, dsn: str, quantum: int, order: Order
 ) -> None:
     ran: list[str] = []
     lock = threading.Lock()
@@ -73,14 +81,18 @@ def test_concurrent_pipelines_stop_only_when_nothing_unheld_is_due(
         with lock:
             ran.append(str(job.id))
 
-    stage = Stage(f"crowded_q{quantum}", batch=BATCH, handler=record, quantum=quantum)
+    stage = Stage(
+        f"crowded_q{quantum}_{order}", batch=BATCH, handler=record, quantum=quantum, order=order
+    )
     stages = [stage]
     every = _backlog(conn, stage.name, jobs=8000, groups=1000)
+    for t in range(200):
+        set_plan(conn, f"t{t}", WEIGHED.plans[t % 3].name, plans=WEIGHED)
     pipelines = 8
     left_at_stop: list[int] = []
 
     def drain() -> str:
-        result = run_pipeline(dsn, stages, trigger="test")
+        result = run_pipeline(dsn, stages, trigger="test", plans=WEIGHED)
         with connect(dsn, autocommit=True) as check:
             left_at_stop.append(_due_pending(check, stage.name))
         return result.stop_reason
