@@ -41,24 +41,6 @@ CLAIMS: Mapping[str, str] = {"group": "claim_and_read", "tenant": "claim_and_rea
 FAIR_SHARES = tuple(CLAIMS)
 
 
-def fair_share_of(job_type: str) -> FairShare:
-    """The level the type's stage keeps its order at; ``"group"`` when no stage declares it."""
-    stage = known_stage(job_type)
-    return "group" if stage is None else stage.fair_share
-
-
-def quantum_of(job_type: str) -> int:
-    """The type's stage's quantum; 1 (the exact order) when no stage declares it."""
-    stage = known_stage(job_type)
-    return 1 if stage is None else stage.quantum
-
-
-def order_of(job_type: str) -> Order:
-    """How the type's stage weighs plans; ``"priority"`` when no stage declares it."""
-    stage = known_stage(job_type)
-    return "priority" if stage is None else stage.order
-
-
 @dataclass(frozen=True)
 class ClaimedJob:
     id: UUID
@@ -135,19 +117,22 @@ def claim_batch(
             f"claim of {job_type}: batch must be from 1 to {MAX_BATCH} and lease_s over 0 and "
             f"at most {MAX_LEASE_S:g}, got {batch} and {lease_s}"
         )
-    level = fair_share_of(job_type) if fair_share is None else fair_share
+    # What the caller leaves out, the type's stage declares; a type no stage declares here
+    # takes the exact order (group level, quantum 1, plan priority).
+    stage = known_stage(job_type)
+    level = (stage.fair_share if stage else "group") if fair_share is None else fair_share
+    turn = (stage.quantum if stage else 1) if quantum is None else quantum
+    weighing = (stage.order if stage else "priority") if order is None else order
     if level not in FAIR_SHARES:
         raise ConfigurationError(
             f"claim of {job_type}: fair_share must be one of {', '.join(FAIR_SHARES)},"
             f" got {level!r}"
         )
-    turn = quantum_of(job_type) if quantum is None else quantum
     if not 1 <= turn <= (MAX_QUANTUM if level == "group" else 1):
         raise ConfigurationError(
             f"claim of {job_type}: quantum must be from 1 to {MAX_QUANTUM} at the group level"
             f" and 1 at the tenant level, got {turn} at the {level} level"
         )
-    weighing = order_of(job_type) if order is None else order
     if weighing not in ORDERS or (weighing == "shares" and level != "group"):
         raise ConfigurationError(
             f"claim of {job_type}: order must be one of {', '.join(ORDERS)} at the group level"
