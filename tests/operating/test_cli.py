@@ -42,7 +42,7 @@ def test_plans_prints_every_plan_and_the_no_tenant_row(capsys: pytest.CaptureFix
     assert main(["plans"]) == 0
     out = capsys.readouterr().out
     lines = out.splitlines()
-    assert lines[0].split()[:2] == ["plan", "priority"]
+    assert lines[0].split()[:3] == ["plan", "priority", "weight"]
     body = {line.split()[0]: line for line in lines[2:]}
     for name in ("free", "pro", "team"):
         assert name in body

@@ -209,3 +209,12 @@ def test_the_guides_worked_example(conn: Connection, order: str, quantum: int, b
     # A batch comes in no order; the guide writes it in the order's.
     picked = {names[job.id] for job in claimed}
     assert picked == set(batch.split())
+
+
+def test_the_plans_table_shows_each_plans_weight() -> None:
+    lines = SHARES.table().splitlines()
+    assert lines[0].split()[:3] == ["plan", "priority", "weight"]
+    rows = {line.split()[0]: line.split() for line in lines[2:]}
+    assert [rows[name][2] for name in ("gold", "plus", "basic")] == ["3", "2", "1"]
+    # A job with no tenant weighs as the middle plan.
+    assert "(no tenant)" in lines[-1] and lines[-1].split()[3] == "2"
