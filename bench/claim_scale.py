@@ -23,6 +23,7 @@ from typing import Any
 
 from fairqueue.db import Connection
 from fairqueue.pipeline.claim import ClaimedJob, claim_batch
+from fairqueue.plans import PLANS, Order, Plans
 from fairqueue.stage import FairShare
 
 from . import database, load
@@ -84,14 +85,60 @@ def check_batch(jobs: list[ClaimedJob], expected: int) -> None:
         raise BenchError(f"{len(unread)} claimed jobs came back without payload or tenant")
 
 
+@dataclass(frozen=True)
+class ClaimOption:
+    """A stage's options on the order, as the claim is handed them."""
+
+    name: str
+    quantum: int = 1
+    order: Order = "priority"
+    plans: Plans = PLANS
+
+
+# The options whose claim is held to the same growth as the exact order's: a quantum, and
+# shares over the load's plans weighing 1, 2 and 3.
+OPTIONS = (
+    ClaimOption("quantum 4", quantum=4),
+    ClaimOption(
+        "shares, weights 1:2:3",
+        order="shares",
+        plans=Plans(
+            tuple(replace(p, weight=w) for p, w in zip(PLANS.plans, (1, 2, 3), strict=True))
+        ),
+    ),
+)
+EXACT = ClaimOption("exact")
+
+
+@dataclass(frozen=True)
+class OptionCase:
+    option: str
+    groups: int
+    samples: int
+    p50_ms: float
+    p99_ms: float
+
+
 def timed_claim(
-    conn: Connection, batch: int, job_type: str = JOB_TYPE, fair_share: FairShare | None = None
+    conn: Connection,
+    batch: int,
+    job_type: str = JOB_TYPE,
+    fair_share: FairShare | None = None,
+    option: ClaimOption = EXACT,
 ) -> float:
     """One claim of `batch` jobs, read by the library, timed in milliseconds; then checked and
     given back, untimed."""
     started = time.perf_counter()
     jobs = claim_batch(
-        conn, job_type, batch=batch, lease_s=LEASE_S, locked_by=LOCKED_BY, fair_share=fair_share
+        conn,
+        job_type,
+        batch=batch,
+        lease_s=LEASE_S,
+        locked_by=LOCKED_BY,
+        fair_share=fair_share,
+        quantum=option.quantum,
+        order=option.order,
+        plans=option.plans,
     )
     elapsed_ms = (time.perf_counter() - started) * 1000.0
     check_batch(jobs, batch)
@@ -138,6 +185,74 @@ def claim_vs_groups(conn: Connection, sizes: Sizes, progress: Progress) -> list[
     cases = [measure(conn, sizes, groups, progress) for groups in sizes.scale_groups]
     database.reset(conn)
     return cases
+
+
+def options_vs_groups(conn: Connection, sizes: Sizes, progress: Progress) -> list[OptionCase]:
+    """Each of OPTIONS at the fewest and the most groups: the same load as `measure`, each
+    option's first claims (which stamp its quanta on the standings) untimed; the queue is left
+    empty."""
+    cases = []
+    for groups in (min(sizes.scale_groups), max(sizes.scale_groups)):
+        load_backlog(conn, owner_sizes(sizes, groups))
+        database.vacuum_analyze(
+            conn, "fairqueue.jobs", "fairqueue.served", "fairqueue.tenants", "fairqueue.groups"
+        )
+        for option in OPTIONS:
+            for _ in range(sizes.scale_warmup):
+                timed_claim(conn, sizes.scale_batch, option=option)
+            samples = [
+                timed_claim(conn, sizes.scale_batch, option=option)
+                for _ in range(sizes.scale_samples)
+            ]
+            case = OptionCase(
+                option.name,
+                groups,
+                len(samples),
+                percentile(samples, 50),
+                percentile(samples, 99),
+            )
+            cases.append(case)
+            progress(
+                f"claim vs groups, {option.name}: {groups:,} groups: p50 {case.p50_ms:.1f} ms,"
+                f" p99 {case.p99_ms:.1f} ms"
+            )
+    database.reset(conn)
+    return cases
+
+
+def option_growth(cases: list[OptionCase]) -> dict[str, float]:
+    """Each option's p99 at the most groups over its p99 at the fewest."""
+    found = {}
+    for name in dict.fromkeys(c.option for c in cases):
+        mine = sorted((c for c in cases if c.option == name), key=lambda c: c.groups)
+        if len(mine) > 1 and mine[0].p99_ms:
+            found[name] = mine[-1].p99_ms / mine[0].p99_ms
+    return found
+
+
+def options_json(cases: list[OptionCase]) -> dict[str, Any]:
+    growth = option_growth(cases)
+    return {
+        "cases": [asdict(c) for c in cases],
+        "p99_growth": {k: round(v, 3) for k, v in growth.items()},
+    }
+
+
+def options_table(cases: list[OptionCase]) -> list[list[str]]:
+    """Rows of the report's table of options: option, groups, p50, p99, p99 against the
+    option's at the fewest groups."""
+    fewest = {c.option: c.p99_ms for c in cases if c.groups == min(x.groups for x in cases)}
+    return [
+        [
+            c.option,
+            f"{c.groups:,}",
+            str(c.samples),
+            f"{c.p50_ms:.2f}",
+            f"{c.p99_ms:.2f}",
+            ratio(c.p99_ms, fewest[c.option]),
+        ]
+        for c in cases
+    ]
 
 
 def as_json(cases: list[ScaleCase]) -> list[dict[str, Any]]:

@@ -99,6 +99,7 @@ def run(dsn: str, sizes: Sizes, server: str, progress: Progress, *, keep: bool) 
         cases = latency.last_day_history(conn, sizes, progress)
         cases.append(latency.expired_history(conn, sizes, progress))
         scale = claim_scale.claim_vs_groups(conn, sizes, progress)
+        options = claim_scale.options_vs_groups(conn, sizes, progress)
         by_level = claim_tenants.claim_by_level(conn, sizes, progress)
         sent = fairness.arrivals(sizes)
         fair = [fairness.run_fairqueue(conn, dsn, sizes, sent)]
@@ -129,6 +130,7 @@ def run(dsn: str, sizes: Sizes, server: str, progress: Progress, *, keep: bool) 
         peer_drains=theirs,
         latency=cases,
         claim_scale=scale,
+        claim_options=options,
         fairness=fair,
         tenant_fairness=gaming,
         tenant_claim=by_level,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .admission import Admission
-from .claim_scale import ScaleCase
+from .claim_scale import OptionCase, ScaleCase
 from .claim_tenants import LevelCase
 from .doorbells import DoorbellLatency
 from .enqueue import EnqueueRun
@@ -44,6 +44,8 @@ class Results:
     latency: list[LatencyCase]
     # Claim latency against the groups with pending work, fewest groups first.
     claim_scale: list[ScaleCase]
+    # The same at the fewest and the most groups for each option on the order (quantum, shares).
+    claim_options: list[OptionCase]
     fairness: list[FairnessResult]
     # A tenant gaming the order with many groups: fairqueue at each level, then the peers.
     tenant_fairness: list[TenantFairness]

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from . import (
     admission_report,
+    claim_scale,
     claim_tenants,
     doorbells,
     enqueue,
@@ -106,6 +107,25 @@ def _claim_scale(results: Results) -> list[Target]:
             met=ratio <= MAX_P99_GROWTH,
         )
     ]
+
+
+def _claim_options(results: Results) -> list[Target]:
+    cases = results.claim_options
+    found = []
+    for name, growth in claim_scale.option_growth(cases).items():
+        mine = sorted((c for c in cases if c.option == name), key=lambda c: c.groups)
+        low, high = mine[0], mine[-1]
+        found.append(
+            Target(
+                goal=f"claim p99 with {name} at {high.groups:,} groups within"
+                f" {MAX_P99_GROWTH:g}x of p99 at {low.groups:,} groups",
+                fairqueue=f"{high.p99_ms:.1f} ms",
+                other=f"{low.p99_ms:.1f} ms at {low.groups:,} groups",
+                ratio=growth,
+                met=growth <= MAX_P99_GROWTH,
+            )
+        )
+    return found
 
 
 def _fairness(results: Results) -> list[Target]:
@@ -338,6 +358,7 @@ def evaluate(results: Results) -> list[Target]:
         *(t for t in drains if t is not None),
         *_latency(results),
         *_claim_scale(results),
+        *_claim_options(results),
         *_fairness(results),
         *_tenant_fairness(results),
         *_tenant_claim(results),

@@ -79,6 +79,7 @@ def test_smoke_run_has_every_section_with_positive_numbers(admin_dsn: str, tmp_p
     check_drain(results["drain"], results["peer_drains"], sizes)
     check_latency(results["claim_latency"], sizes)
     check_claim_scale(results["claim_scale"], sizes)
+    check_claim_options(results["claim_options"], sizes)
     check_fairness(results["fairness"], sizes)
     check_tenant_fairness(results["tenant_fairness"], sizes)
     check_tenant_claim(results["tenant_claim"], sizes)
@@ -242,6 +243,20 @@ def check_claim_scale(cases: list[dict[str, Any]], sizes: dict[str, Any]) -> Non
         assert case["samples"] == sizes["scale_samples"]
         for key in ("p50_ms", "p99_ms", "cold_ms", "p99_ratio_to_fewest_groups"):
             assert case[key] > 0, (case["groups"], key)
+
+
+def check_claim_options(found: dict[str, Any], sizes: dict[str, Any]) -> None:
+    # Each option at the fewest and the most groups, every claim a full batch (claim_scale's
+    # timed_claim checks each), and each option's growth between them.
+    groups = [min(sizes["scale_groups"]), max(sizes["scale_groups"])]
+    options = ["quantum 4", "shares, weights 1:2:3"]
+    assert [(c["groups"], c["option"]) for c in found["cases"]] == [
+        (g, o) for g in groups for o in options
+    ]
+    for case in found["cases"]:
+        assert case["samples"] == sizes["scale_samples"]
+        assert 0 < case["p50_ms"] <= case["p99_ms"]
+    assert set(found["p99_growth"]) == set(options)
 
 
 def check_fairness(found: list[dict[str, Any]], sizes: dict[str, Any]) -> None:
