@@ -176,15 +176,6 @@ CREATE TABLE fairqueue.migrations (
 ALTER TABLE fairqueue.migrations OWNER TO fairqueue_owner;
 GRANT SELECT ON fairqueue.migrations TO fairqueue_app;
 
-CREATE TABLE fairqueue.plan_quanta (
-    type text NOT NULL,
-    plan text NOT NULL,
-    quantum integer NOT NULL,
-    CONSTRAINT plan_quanta_pkey PRIMARY KEY (type, plan),
-    CONSTRAINT plan_quanta_quantum_check CHECK (((quantum >= 1) AND (quantum <= 1000)))
-);
-ALTER TABLE fairqueue.plan_quanta OWNER TO fairqueue_owner;
-
 CREATE TABLE fairqueue.quotas (
     name text NOT NULL,
     capacity bigint NOT NULL,
@@ -356,6 +347,8 @@ GRANT SELECT ON fairqueue.tenants TO fairqueue_app;
 CREATE TABLE fairqueue.type_quanta (
     type text NOT NULL,
     quantum integer NOT NULL,
+    plan_names text[] DEFAULT '{}'::text[] NOT NULL,
+    plan_quanta integer[] DEFAULT '{}'::integer[] NOT NULL,
     CONSTRAINT type_quanta_pkey PRIMARY KEY (type),
     CONSTRAINT type_quanta_quantum_check CHECK (((quantum >= 1) AND (quantum <= 1000)))
 );

@@ -2,17 +2,14 @@
 -- proportion to the plan's weight, so the claim's fill level counts each queue's own quantum.
 drop function if exists fairqueue.fill_levels(text[], bigint[], bigint[], integer);
 
--- Each plan's quantum of a type, where it is not the type's own (type_quanta): under shares a
--- plan's groups take the stage's quantum times the plan's weight. A standing's quantum is its
--- plan's here, else its type's, else 1 (fairqueue.standing_quantum, sql/order/claim.sql); the
--- claim door stamps both tables, and the standings with them, when the quanta change.
-create table fairqueue.plan_quanta (
-    type text not null,
-    plan text not null,
-    quantum integer not null check (quantum between 1 and 1000),
-    primary key (type, plan)
-);
-alter table fairqueue.plan_quanta owner to fairqueue_owner;
+-- Each plan's quantum of a type, beside the plan's name, as the claim was last handed them: under
+-- shares a plan's groups take the stage's quantum times the plan's weight. A standing's quantum
+-- is its plan's here, else the type's default (quantum), else 1 (fairqueue.standing_quantum,
+-- sql/order/claim.sql); the claim door stamps the row, and the standings with it, when the
+-- quanta change, and compares the arrays with what it is handed: one key read a claim.
+alter table fairqueue.type_quanta
+    add column plan_names text[] not null default '{}',
+    add column plan_quanta integer[] not null default '{}';
 
 -- A first job carries its standing's quantum into the picks, each group its own.
 alter type fairqueue.ranked_job add attribute quantum integer;

@@ -168,29 +168,32 @@ revoke all on function fairqueue.claim(text, integer, double precision, text, uu
 grant execute on function fairqueue.claim(text, integer, double precision, text, uuid, text[],
     integer[], integer, integer[], integer) to fairqueue_app;
 
--- The quantum of a type's standing of a plan (sql/migrations/0051_shares.sql): plan_quanta's
--- for the plan, else type_quanta's for the type, else 1. Every standing carries it, so that the
--- standing index ranks the type's groups by whole quanta served; the enqueue's triggers stamp
--- new standings with it, a plan change its tenant's. One expression, inlined where it is called.
+-- The quantum of a type's standing of a plan (sql/migrations/0051_shares.sql): the plan's in
+-- type_quanta's row of the type, else that row's default, else 1. Every standing carries it, so
+-- that the standing index ranks the type's groups by whole quanta served; the enqueue's triggers
+-- stamp new standings with it, a plan change its tenant's. One key read, inlined where it is
+-- called.
 create or replace function fairqueue.standing_quantum(p_type text, p_plan text) returns integer
 language sql stable
 as $$
-select coalesce((select p.quantum from fairqueue.plan_quanta p
-                  where p.type = p_type and p.plan = p_plan),
-                (select q.quantum from fairqueue.type_quanta q where q.type = p_type),
+select coalesce((select coalesce(q.plan_quanta[pg_catalog.array_position(q.plan_names, p_plan)],
+                                 q.quantum)
+                   from fairqueue.type_quanta q
+                  where q.type = p_type),
                 1)
 $$;
 
 alter function fairqueue.standing_quantum(text, text) owner to fairqueue_owner;
 revoke all on function fairqueue.standing_quantum(text, text) from public, fairqueue_app;
 
--- Makes these the type's quanta, in type_quanta and plan_quanta and on each of its standings,
--- when they are not already (a stage's quantum, its order or a plan's weight changed): two
--- lookups otherwise. A door: the quanta are checked here. plan_quanta keeps only the plans
--- whose quantum is not the default. The standings table is locked against writers while they
--- change, so that no enqueue's trigger writes a new standing with an old quantum after them;
--- ready_for_claim stamps in a transaction of its own, so that lock is held for the moment of
--- the change, not for a claim.
+-- Makes these the type's quanta, in type_quanta and on each of its standings, when they are not
+-- already (a stage's quantum, its order or a plan's weight changed): one key read otherwise.
+-- The row keeps the plans whose quantum is not the default, by name, so that the same quanta
+-- handed in another order or with the default's plans named compare equal; a type with no row
+-- has every quantum 1. A door: the quanta are checked here. The
+-- standings table is locked against writers while they change, so that no enqueue's trigger
+-- writes a new standing with an old quantum after them; ready_for_claim stamps in a transaction
+-- of its own, so that lock is held for the moment of the change, not for a claim.
 create or replace function fairqueue.quanta_stamped(
     p_type text,
     p_plan_names text[],
@@ -199,6 +202,10 @@ create or replace function fairqueue.quanta_stamped(
 ) returns void
 language plpgsql security definer set search_path = pg_catalog, pg_temp
 as $$
+declare
+    stamped fairqueue.type_quanta;
+    names text[];
+    quanta integer[];
 begin
     perform fairqueue.door_argument(p_default_quantum between 1 and 1000,
         format('claim: quantum must be from 1 to 1000, got %s', p_default_quantum));
@@ -206,38 +213,33 @@ begin
         p_plan_names is not null and p_plan_quanta is not null
         and cardinality(p_plan_names) = cardinality(p_plan_quanta)
         and cardinality(p_plan_names) <= 100
-        and not exists (select 1 from unnest(p_plan_names) n where n is null)
+        and array_position(p_plan_names, null) is null
         and cardinality(p_plan_names)
             = (select count(distinct n) from unnest(p_plan_names) n),
         'claim: plan quanta must be one quantum for each of at most 100 distinct plan names');
     perform fairqueue.door_argument(
-        not exists (select 1 from unnest(p_plan_quanta) q
-                     where q is null or q not between 1 and 1000),
+        array_position(p_plan_quanta, null) is null
+        and 1 <= all(p_plan_quanta) and 1000 >= all(p_plan_quanta),
         format('claim: every plan''s quantum must be from 1 to 1000, got %s', p_plan_quanta));
-    if p_default_quantum = coalesce((select q.quantum from fairqueue.type_quanta q
-                                      where q.type = p_type), 1)
-       and not exists (
-           (select u.plan, u.quantum
-              from unnest(p_plan_names, p_plan_quanta) as u (plan, quantum)
-             where u.quantum <> p_default_quantum
-            except
-            select p.plan, p.quantum from fairqueue.plan_quanta p where p.type = p_type)
-           union all
-           (select p.plan, p.quantum from fairqueue.plan_quanta p where p.type = p_type
-            except
-            select u.plan, u.quantum
-              from unnest(p_plan_names, p_plan_quanta) as u (plan, quantum)
-             where u.quantum <> p_default_quantum)) then
+    select coalesce(array_agg(u.plan order by u.plan), '{}'),
+           coalesce(array_agg(u.quantum order by u.plan), '{}')
+      into names, quanta
+      from unnest(p_plan_names, p_plan_quanta) as u (plan, quantum)
+     where u.quantum <> p_default_quantum;
+    select * into stamped from fairqueue.type_quanta q where q.type = p_type;
+    if not found then
+        stamped := row(p_type, 1, '{}', '{}');
+    end if;
+    if stamped.quantum = p_default_quantum and stamped.plan_names = names
+       and stamped.plan_quanta = quanta then
         return;
     end if;
     lock table fairqueue.served in share row exclusive mode;
-    insert into fairqueue.type_quanta as q (type, quantum) values (p_type, p_default_quantum)
-        on conflict (type) do update set quantum = excluded.quantum;
-    delete from fairqueue.plan_quanta p where p.type = p_type;
-    insert into fairqueue.plan_quanta (type, plan, quantum)
-    select p_type, u.plan, u.quantum
-      from unnest(p_plan_names, p_plan_quanta) as u (plan, quantum)
-     where u.quantum <> p_default_quantum;
+    insert into fairqueue.type_quanta as q (type, quantum, plan_names, plan_quanta)
+    values (p_type, p_default_quantum, names, quanta)
+        on conflict (type) do update
+       set quantum = excluded.quantum, plan_names = excluded.plan_names,
+           plan_quanta = excluded.plan_quanta;
     update fairqueue.served s set quantum = fairqueue.standing_quantum(s.type, s.plan)
      where s.type = p_type and s.quantum <> fairqueue.standing_quantum(s.type, s.plan);
 end $$;

@@ -142,7 +142,7 @@ def test_a_plan_quantum_past_the_bound_is_refused_and_changes_nothing(conn: Conn
     assert conn.execute("select status from fairqueue.jobs where id = %s", (job,)).fetchone() == {
         "status": "pending"
     }
-    assert conn.execute("select count(*) as n from fairqueue.plan_quanta").fetchone() == {"n": 0}
+    assert conn.execute("select count(*) as n from fairqueue.type_quanta").fetchone() == {"n": 0}
 
 
 @pytest.mark.parametrize(
