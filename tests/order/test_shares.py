@@ -218,3 +218,9 @@ def test_the_plans_table_shows_each_plans_weight() -> None:
     assert [rows[name][2] for name in ("gold", "plus", "basic")] == ["3", "2", "1"]
     # A job with no tenant weighs as the middle plan.
     assert "(no tenant)" in lines[-1] and lines[-1].split()[3] == "2"
+
+
+def test_more_plans_than_the_claim_takes_are_refused() -> None:
+    many = tuple(Plan(f"p{k}", priority=k, daily_units=None, description="") for k in range(101))
+    with pytest.raises(ConfigurationError, match="at most 100 plans, got 101"):
+        Plans(many)

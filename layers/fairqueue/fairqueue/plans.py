@@ -17,6 +17,9 @@ from .tenancy import tenant_scope
 Order = Literal["priority", "shares"]
 ORDERS: tuple[Order, ...] = ("priority", "shares")
 
+MAX_PLANS = 100
+"""The most plans a ``Plans`` may hold (the claim's door refuses more)."""
+
 
 @dataclass(frozen=True)
 class Plan:
@@ -31,11 +34,8 @@ class Plan:
 
     def __post_init__(self) -> None:
         weight = self.weight
-        if isinstance(weight, bool) or not isinstance(weight, int | float):
-            raise ConfigurationError(
-                f"plan {self.name!r}: weight must be a positive number, got {weight!r}"
-            )
-        if not (math.isfinite(weight) and weight > 0):
+        number = not isinstance(weight, bool) and isinstance(weight, int | float)
+        if not (number and math.isfinite(weight) and weight > 0):
             raise ConfigurationError(
                 f"plan {self.name!r}: weight must be a positive number, got {weight!r}"
             )
@@ -54,6 +54,8 @@ class Plans:
         names = [p.name for p in self.plans]
         if not names or len(set(names)) != len(names):
             raise ConfigurationError(f"plans need unique names, got {names}")
+        if len(names) > MAX_PLANS:
+            raise ConfigurationError(f"at most {MAX_PLANS} plans, got {len(names)}")
 
     def get(self, name: str) -> Plan:
         for plan in self.plans:
