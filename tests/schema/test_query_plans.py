@@ -80,7 +80,7 @@ def assert_walks_the_claim_index(plan: list[dict], index: str = "jobs_claim_idx"
 READS = (Path(__file__).parents[2] / "bench" / "claim_reads.sql").read_text(encoding="utf-8")
 CLAIMS = {
     "group": "select * from fairqueue.claim(%s, %s, 60, 'plan', null, %s, %s, %s, 1)",
-    "tenant": "select * from fairqueue.claim_by_tenant(%s, %s, 60, 'plan', null, %s, %s, %s)",
+    "tenant": "select * from fairqueue.claim_by_tenant(%s, %s, 60, 'plan', null, %s, %s, %s, 1)",
 }
 
 

@@ -142,7 +142,8 @@ class Stage:
     fair_share: FairShare = "group"
     # How many jobs in a row the group at the top of the order gives before the order is taken
     # again (docs/guide/fairness.md): 1 keeps the exact order, one job a turn; more lets a
-    # batch over many groups write fewer standings. The group level only, for now.
+    # batch over many groups write fewer standings. At the tenant level, the tenant at the top
+    # gives that many picks in a row, one job a turn among its groups.
     quantum: Annotated[int, Interval(ge=1, le=MAX_QUANTUM)] = 1
     # Admitted stages (fairqueue.lanes.admit): what one job costs in credits, and the upstream
     # service whose held work the job starts once it holds its lane (a protocol: unchecked).
@@ -163,11 +164,6 @@ class Stage:
     def __post_init__(self) -> None:
         # Every option is checked against its annotation above (fairqueue.options).
         check_options(self, f"Stage {self.name!r}")
-        if self.quantum > 1 and self.fair_share == "tenant":
-            raise ConfigurationError(
-                f"Stage {self.name!r}: quantum is kept at the group level only; a stage with"
-                f' fair_share="tenant" takes quantum=1, got quantum={self.quantum}'
-            )
         register(self)
 
     def batch_seconds(self, jobs: int | None = None) -> float | None:

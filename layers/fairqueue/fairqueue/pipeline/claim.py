@@ -116,7 +116,7 @@ def claim_batch(
 
     ``fair_share`` is the level the order is kept at, ``"group"`` or ``"tenant"``; None takes
     the stage's (``Stage.fair_share``), ``"group"`` for a type no stage declares here.
-    ``quantum`` is how many jobs in a row the group at the top gives (group level only); None
+    ``quantum`` is how many jobs in a row the group (or tenant) at the top gives; None
     takes the stage's (``Stage.quantum``), 1 for a type no stage declares here. The
     claim itself crosses tenants and sees ids only; each job's payload is read again under its
     own tenant's clamp, in the same statement (the server switches the clamp).
@@ -133,10 +133,9 @@ def claim_batch(
             f" got {level!r}"
         )
     turn = quantum_of(job_type) if quantum is None else quantum
-    if not 1 <= turn <= (MAX_QUANTUM if level == "group" else 1):
+    if not 1 <= turn <= MAX_QUANTUM:
         raise ConfigurationError(
-            f"claim of {job_type}: quantum must be from 1 to {MAX_QUANTUM} at the group level"
-            f" and 1 at the tenant level, got {turn} at the {level} level"
+            f"claim of {job_type}: quantum must be from 1 to {MAX_QUANTUM}, got {turn}"
         )
     params = {
         "type": job_type,
