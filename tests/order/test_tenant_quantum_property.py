@@ -55,3 +55,31 @@ def test_every_batch_is_the_next_picks_of_the_plain_model(
             conn, "tenant_quanta", batch=batch, lease_s=600, locked_by="property", quantum=quantum
         )
         assert sorted(str(c.id) for c in claimed) == sorted(str(i) for i in expected)
+
+
+def test_the_guides_batch_at_quantum_3(conn: Connection) -> None:
+    # docs/guide/fairness.md: acme (groups a, b), bolt (c), cora (d, one job served today), five
+    # jobs a group created in turn. In batches of 3, acme's quantum goes round its groups, bolt
+    # gives its own, cora the two left of its quantum, and acme, whose group b has been served
+    # least, goes first again.
+    _reset(conn, 3)
+    keys = {"a": ("acme", "a"), "b": ("acme", "b"), "c": ("bolt", "c"), "d": ("cora", "d")}
+    workload = Workload(
+        plans={"acme": "free", "bolt": "free", "cora": "free"},
+        paused=frozenset(),
+        history=[(keys["d"], True)],
+        jobs=[(keys[g], True) for _ in range(5) for g in "abcd"],
+        batches=[],
+    )
+    due = load_workload(conn, "tenant_quanta", workload)
+    names = {job_id: f"{key[1].upper()}{age // 4 + 1}" for job_id, key, age in due}
+    batches = [
+        {
+            names[c.id]
+            for c in claim_batch(
+                conn, "tenant_quanta", batch=3, lease_s=600, locked_by="guide", quantum=3
+            )
+        }
+        for _ in range(3)
+    ]
+    assert batches == [{"A1", "B1", "A2"}, {"C1", "C2", "C3"}, {"D1", "D2", "B2"}]
