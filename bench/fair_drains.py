@@ -2,9 +2,10 @@
 groups, beside pgqueuer's plain drain, repeated and interleaved.
 
 Each repeat runs, one after another on the same server: fairqueue's plain drain (no tenant, no
-group), its fair drain over each count of groups (five groups per tenant, the tenants on the
-plans of bench/load.py's mix, written in bulk so 100,000 groups load in seconds), and
-pgqueuer's drain at each of its worker counts. Every figure is printed as it comes; at the end,
+group), its fair drain over each count of groups at each level of the fair order
+(``--fair-shares``) and each quantum (five groups per tenant, the tenants on the plans of
+bench/load.py's mix, written in bulk so 100,000 groups load in seconds), and pgqueuer's drain
+at each of its worker counts. Every figure is printed as it comes; at the end,
 the median and the range of each, and the ratios of the medians. Nothing is written to
 bench/results/.
 """
@@ -20,6 +21,7 @@ from dataclasses import replace
 from functools import partial
 
 from fairqueue.db import connect
+from fairqueue.stage import FairShare
 
 from . import database, load, throughput
 from .errors import BenchError
@@ -30,8 +32,16 @@ from .sizes import FULL, SMOKE, Sizes
 GROUPS_PER_TENANT = 5
 
 
-def fair_drain(dsn: str, sizes: Sizes, groups: int, workers: int, quantum: int = 1) -> float:
-    """Jobs/s of fairqueue's drain over `groups` groups of groups / 5 tenants, at a quantum."""
+def fair_drain(
+    dsn: str,
+    sizes: Sizes,
+    groups: int,
+    workers: int,
+    quantum: int = 1,
+    fair_share: FairShare = "group",
+) -> float:
+    """Jobs/s of fairqueue's drain over `groups` groups of groups / 5 tenants, at a quantum and
+    a level of the fair order."""
     if groups % GROUPS_PER_TENANT:
         raise BenchError(f"{groups} groups are not a whole number of tenants")
     owners = replace(
@@ -44,7 +54,9 @@ def fair_drain(dsn: str, sizes: Sizes, groups: int, workers: int, quantum: int =
         database.vacuum_analyze(
             conn, "fairqueue.jobs", "fairqueue.served", "fairqueue.tenants", "fairqueue.groups"
         )
-    drained = throughput.drain_preloaded(dsn, owners, "fairqueue_groups", workers, quantum=quantum)
+    drained = throughput.drain_preloaded(
+        dsn, owners, "fairqueue_groups", workers, quantum=quantum, fair_share=fair_share
+    )
     return drained.done_per_s
 
 
@@ -64,8 +76,9 @@ def summary(name: str, runs: Sequence[float]) -> str:
     )
 
 
-def fair_label(groups: int, quantum: int, workers: int) -> str:
-    return f"fairqueue over {groups:,} groups, quantum {quantum} x{workers}"
+def fair_label(groups: int, quantum: int, workers: int, fair_share: FairShare = "group") -> str:
+    level = "" if fair_share == "group" else f" by {fair_share}"
+    return f"fairqueue over {groups:,} groups{level}, quantum {quantum} x{workers}"
 
 
 def run(
@@ -75,6 +88,7 @@ def run(
     workers: int,
     peer_workers: Sequence[int],
     quanta: Sequence[int] = (1,),
+    fair_shares: Sequence[FairShare] = ("group",),
 ) -> dict[str, list[float]]:
     """Every drain `sizes.repeats` times, interleaved; jobs/s of each run by name."""
     database.prepare(dsn)
@@ -87,8 +101,12 @@ def run(
                 (f"fairqueue plain x{workers}", partial(plain_drain, dsn, sizes, workers))
             ]
             figures += [
-                (fair_label(g, q, workers), partial(fair_drain, dsn, sizes, g, workers, q))
+                (
+                    fair_label(g, q, workers, level),
+                    partial(fair_drain, dsn, sizes, g, workers, q, level),
+                )
                 for g in groups
+                for level in fair_shares
                 for q in quanta
             ]
             figures += [
@@ -115,6 +133,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, one repeat")
     parser.add_argument("--groups", type=int, nargs="+", default=[1_000, 100_000])
     parser.add_argument("--quanta", type=int, nargs="+", default=[1, 4])
+    parser.add_argument("--fair-shares", nargs="+", choices=["group", "tenant"], default=["group"])
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--peer-workers", type=int, nargs="+", default=[1, 4, 16])
     parser.add_argument("--repeats", type=int, default=3)
@@ -124,7 +143,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         sizes = replace(SMOKE, repeats=1)
     else:
         sizes = replace(FULL, repeats=args.repeats, throughput_jobs=args.jobs)
-    found = run(args.dsn, sizes, args.groups, args.workers, args.peer_workers, args.quanta)
+    found = run(
+        args.dsn, sizes, args.groups, args.workers, args.peer_workers, args.quanta, args.fair_shares
+    )
     medians = {label: statistics.median(runs) for label, runs in found.items()}
     for label, runs in found.items():
         print(summary(label, runs))
@@ -132,12 +153,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     best_peer = max(medians[f"pgqueuer x{w}"] for w in args.peer_workers)
     print(f"fairqueue plain / pgqueuer's best: {plain / best_peer:.2f}")
     for g in args.groups:
-        for q in args.quanta:
-            fair = medians[fair_label(g, q, args.workers)]
-            print(
-                f"over {g:,} groups, quantum {q}: fair / plain {fair / plain:.2f},"
-                f" fair / pgqueuer's best {fair / best_peer:.2f}"
-            )
+        for level in args.fair_shares:
+            for q in args.quanta:
+                fair = medians[fair_label(g, q, args.workers, level)]
+                print(
+                    f"over {g:,} groups by {level}, quantum {q}: fair / plain {fair / plain:.2f},"
+                    f" fair / pgqueuer's best {fair / best_peer:.2f}"
+                )
     return 0
 
 

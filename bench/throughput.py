@@ -35,7 +35,7 @@ import psycopg
 
 from fairqueue.db import Connection, connect
 from fairqueue.pipeline import run_pipeline
-from fairqueue.stage import Job, Stage
+from fairqueue.stage import FairShare, Job, Stage
 
 from . import database, load
 from .errors import BenchError
@@ -199,14 +199,23 @@ def _bare_drain(
 
 
 def _fairqueue_invocation(
-    dsn: str, batch: int, name: str, barrier: Barrier, quantum: int
+    dsn: str, batch: int, name: str, barrier: Barrier, quantum: int, fair_share: FairShare
 ) -> WorkerResult:
-    """run_pipeline until the backlog is drained, the stage's quantum as given. A run that stops
+    """run_pipeline until the backlog is drained, the stage's quantum and level of the fair
+    order (Stage.fair_share) as given. A run that stops
     on an error is followed by another on the same connection, as the next cron tick would start
     one; its error is kept."""
     # The pipeline logs a run's error with its traceback; the result carries it instead.
     logging.getLogger("fairqueue").setLevel(logging.CRITICAL)
-    stage = Stage(JOB_TYPE, noop, batch=batch, concurrency=1, lease_s=LEASE_S, quantum=quantum)
+    stage = Stage(
+        JOB_TYPE,
+        noop,
+        batch=batch,
+        concurrency=1,
+        lease_s=LEASE_S,
+        quantum=quantum,
+        fair_share=fair_share,
+    )
     claimed = done = batches = 0
     batch_seconds = 0.0
     run_errors: list[str] = []
@@ -261,13 +270,20 @@ def _bare_invocation(loop: Loop, dsn: str, batch: int, name: str, barrier: Barri
 
 
 def worker(
-    loop: Loop, dsn: str, batch: int, name: str, barrier: Barrier, results: Any, quantum: int = 1
+    loop: Loop,
+    dsn: str,
+    batch: int,
+    name: str,
+    barrier: Barrier,
+    results: Any,
+    quantum: int = 1,
+    fair_share: FairShare = "group",
 ) -> None:
     """One invocation, in its own process: connect, wait for the others, drain, report."""
     try:
         if loop in FAIRQUEUE_LOOPS:
             turn = GROUP_LOOPS.get(loop, quantum)
-            result = _fairqueue_invocation(dsn, batch, name, barrier, turn)
+            result = _fairqueue_invocation(dsn, batch, name, barrier, turn, fair_share)
         else:
             result = _bare_invocation(loop, dsn, batch, name, barrier)
     except BaseException as exc:
@@ -315,17 +331,23 @@ def collect(
 
 
 def run_invocations(
-    dsn: str, loop: Loop, batch: int, invocations: int, jobs: int, quantum: int = 1
+    dsn: str,
+    loop: Loop,
+    batch: int,
+    invocations: int,
+    jobs: int,
+    quantum: int = 1,
+    fair_share: FairShare = "group",
 ) -> list[WorkerResult]:
     """Drain what is already enqueued with `invocations` processes (fairqueue's stage with the
-    given quantum); check all `jobs` got done."""
+    given quantum and level); check all `jobs` got done."""
     ctx = mp.get_context("spawn")
     barrier = ctx.Barrier(invocations)
     results = ctx.Queue()
     procs = [
         ctx.Process(
             target=worker,
-            args=(loop, dsn, batch, f"bench:{loop}:{k}", barrier, results, quantum),
+            args=(loop, dsn, batch, f"bench:{loop}:{k}", barrier, results, quantum, fair_share),
             name=f"bench-{loop}-{k}",
         )
         for k in range(invocations)
@@ -355,11 +377,17 @@ def drain(
 
 
 def drain_preloaded(
-    dsn: str, sizes: Sizes, loop: Loop, invocations: int, repeat: int = 0, quantum: int = 1
+    dsn: str,
+    sizes: Sizes,
+    loop: Loop,
+    invocations: int,
+    repeat: int = 0,
+    quantum: int = 1,
+    fair_share: FairShare = "group",
 ) -> Drain:
     """Drain the backlog already loaded with `invocations` processes, check every job is done."""
     found = run_invocations(
-        dsn, loop, sizes.throughput_batch, invocations, sizes.throughput_jobs, quantum
+        dsn, loop, sizes.throughput_batch, invocations, sizes.throughput_jobs, quantum, fair_share
     )
     seconds = max(r.finished for r in found) - min(r.started for r in found)
     busy = sum(r.finished - r.started for r in found)

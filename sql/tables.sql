@@ -315,7 +315,9 @@ CREATE INDEX tenant_changes_type_idx ON fairqueue.tenant_changes USING btree (ty
 
 CREATE TABLE fairqueue.tenant_level_types (
     type text NOT NULL,
-    CONSTRAINT tenant_level_types_pkey PRIMARY KEY (type)
+    quantum integer DEFAULT 1 NOT NULL,
+    CONSTRAINT tenant_level_types_pkey PRIMARY KEY (type),
+    CONSTRAINT tenant_level_types_quantum_check CHECK (((quantum >= 1) AND (quantum <= 1000)))
 );
 ALTER TABLE fairqueue.tenant_level_types OWNER TO fairqueue_owner;
 
@@ -328,10 +330,12 @@ CREATE TABLE fairqueue.tenant_standings (
     best_created_at timestamp with time zone,
     best_id uuid,
     best_group_key text,
-    CONSTRAINT tenant_standings_pkey PRIMARY KEY (type, tenant_key)
+    quantum integer DEFAULT 1 NOT NULL,
+    CONSTRAINT tenant_standings_pkey PRIMARY KEY (type, tenant_key),
+    CONSTRAINT tenant_standings_quantum_check CHECK (((quantum >= 1) AND (quantum <= 1000)))
 );
 ALTER TABLE fairqueue.tenant_standings OWNER TO fairqueue_owner;
-CREATE INDEX tenant_standings_order_idx ON fairqueue.tenant_standings USING btree (type, plan, n, best_n, best_created_at, best_id) WHERE (best_id IS NOT NULL);
+CREATE INDEX tenant_standings_order_idx ON fairqueue.tenant_standings USING btree (type, plan, ((n / quantum)), best_n, best_created_at, best_id) WHERE (best_id IS NOT NULL);
 
 CREATE TABLE fairqueue.tenants (
     id text NOT NULL,

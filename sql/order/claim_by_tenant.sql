@@ -18,6 +18,7 @@ create or replace function fairqueue.claim_by_tenant_picks(
     p_plan_names text[],
     p_plan_priorities integer[],
     p_default_priority integer,
+    p_quantum integer,
     p_tight boolean
 ) returns table (ids uuid[], verified boolean)
 language plpgsql set search_path = pg_catalog, pg_temp set jit = off
@@ -37,9 +38,10 @@ begin
           from present p
          where p.plan is not null
     ),
-    -- The first p_batch tenants by their first pick, over every plan.
+    -- The first p_batch tenants by their first pick (their first run's), over every plan:
+    -- by whole quanta served, then their best group, as the standings' index orders them.
     tenants as (
-        select x.tenant_key, x.n,
+        select x.tenant_key, x.n, x.n / p_quantum as level,
                fairqueue.plan_priority(p.plan, p_plan_names, p_plan_priorities,
                                        p_default_priority) as priority
           from present p
@@ -47,33 +49,34 @@ begin
               select t.tenant_key, t.n, t.best_n, t.best_created_at, t.best_id
                 from fairqueue.tenant_standings t
                where t.type = p_type and t.plan = p.plan and t.best_id is not null
-               order by t.n, t.best_n, t.best_created_at, t.best_id
+               order by t.n / t.quantum, t.best_n, t.best_created_at, t.best_id
                limit p_batch) x
          where p.plan is not null
-         order by 3 desc, x.n, x.best_n, x.best_created_at, x.best_id
+         order by 4 desc, 3, x.best_n, x.best_created_at, x.best_id
          limit p_batch
     ),
-    -- How many picks each tenant can take: its pick j+1 stands at n + j, behind every tenant of a
-    -- higher priority and every tenant of its own whose count is lower, and behind its own first
-    -- j picks. The levels are the (priority, n) places of the tenants, with how many stand at or
-    -- before each.
+    -- How many picks each tenant can take: its picks at a level x stand behind every tenant of
+    -- a higher priority and every tenant of its own at a lower level, and behind its own
+    -- q(x + 1) - n picks of the levels before. The levels are the (priority, level) places of
+    -- the tenants, with how many stand at or before each.
     tenant_levels as (
-        select l.priority, l.n,
-               (sum(l.heads) over (order by l.priority desc, l.n))::bigint as heads_up_to,
-               lead(l.n) over (partition by l.priority order by l.n) as next_n
-          from (select t.priority, t.n, count(*) as heads from tenants t group by 1, 2) l
+        select l.priority, l.level,
+               (sum(l.heads) over (order by l.priority desc, l.level))::bigint as heads_up_to,
+               lead(l.level) over (partition by l.priority order by l.level) as next_level
+          from (select t.priority, t.level, count(*) as heads from tenants t group by 1, 2) l
     ),
-    -- Each tenant's bound: one pick, and as many more as the places at and after its own
-    -- leave room for in the batch.
+    -- Each tenant's bound: the rest of its current quantum, or as many as its picks up to the
+    -- next place after each of its own or later (up to l's next level, where every tenant at l
+    -- or before stands ahead of it with a pick) leave room for in the batch. With a quantum of
+    -- 1 that is one pick and as many more as the places after its own leave room for.
     tenant_reach as (
         select t.tenant_key, t.n, t.priority,
-               1 + coalesce(max(least(coalesce(l.next_n - t.n, p_batch),
-                                      p_batch - l.heads_up_to))
-                              filter (where p_batch - l.heads_up_to >= l.n - t.n + 1),
-                            0) as most
+               greatest(least(p_quantum * (t.level + 1) - t.n, p_batch),
+                        max(least(coalesce(p_quantum * (l.next_level + 1) - t.n, p_batch),
+                                  p_batch - l.heads_up_to + 1))) as most
           from tenants t
-          join tenant_levels l on l.priority = t.priority and l.n >= t.n
-         group by 1, 2, 3
+          join tenant_levels l on l.priority = t.priority and l.level >= t.level
+         group by t.tenant_key, t.n, t.level, t.priority
     ),
     -- The top priority among those tenants: only its tenants offer more than a pick when tight.
     top as (select max(r.priority) as priority from tenant_reach r),
@@ -81,7 +84,7 @@ begin
     tenant_water as (
         select max(f.level) as level
           from (select array_agg(''::text) as keys, array_agg(p_batch::bigint) as batches,
-                       array_agg(r.n) as served, array_agg(1) as quanta
+                       array_agg(r.n) as served, array_agg(p_quantum) as quanta
                   from tenant_reach r, top
                  where r.priority = top.priority
                 -- Not needed when each tenant may take one pick (the common case).
@@ -89,12 +92,13 @@ begin
           cross join lateral fairqueue.fill_levels(a.keys, a.batches, a.served, a.quanta) f
     ),
     -- How many picks each tenant offers in this pass: its bound, or when tight the top
-    -- priority's tenants to one past the water level and the others one.
+    -- priority's tenants through the water level and one more, and the others one.
     tenant_allowed as (
         select r.tenant_key, r.n, r.priority, r.most,
                case when not p_tight then r.most
                     when r.priority = top.priority
-                        then least(r.most, greatest(w.level - r.n + 2, 1))
+                        then least(r.most,
+                                   greatest(p_quantum * (w.level + 1) - r.n + 1, 1))
                     else 1 end as picks
           from tenant_reach r, top, tenant_water w
     ),
@@ -171,31 +175,46 @@ begin
                limit a.jobs) j
     ),
     -- The jobs on offer ranked within their tenant: a tenant's picks merge its groups' jobs.
-    ranked as (
+    ranked_in_tenants as (
         select o.id, o.created_at, o.priority, o.group_place, o.picks, o.tenant_key,
                row_number() over (partition by o.tenant_key
                                   order by o.group_place, o.created_at, o.id) as pick,
                o.tenant_n
           from offered o
     ),
-    -- Each job on offer at its tenant's place and its group's: those within the picks their
-    -- tenant may take, and the jobs whose lease expired.
-    offers (id, priority, tenant_place, group_place, created_at) as (
-        select r.id, r.priority, r.tenant_n + r.pick, r.group_place, r.created_at
+    -- Each pick's key: its tenant's level at it, and its run's first pick (its place in its
+    -- group, its time and id), which every pick of a tenant's run stands at.
+    ranked as (
+        select r.id, r.created_at, r.priority, r.group_place, r.picks, r.tenant_key, r.pick,
+               (r.tenant_n + r.pick - 1) / p_quantum as level,
+               first_value(r.group_place) over run as run_place,
+               first_value(r.created_at) over run as run_created_at,
+               first_value(r.id) over run as run_id
+          from ranked_in_tenants r
+        window run as (partition by r.tenant_key, (r.tenant_n + r.pick - 1) / p_quantum
+                       order by r.pick)
+    ),
+    -- Each job on offer with its key: those within the picks their tenant may take, and the
+    -- jobs whose lease expired.
+    offers (id, priority, level, run_place, run_created_at, run_id, pick) as (
+        select r.id, r.priority, r.level, r.run_place, r.run_created_at, r.run_id, r.pick
           from ranked r
          where r.pick <= r.picks
         union all
-        -- Jobs whose claimer died before their last attempt: found by the lease index, few.
-        -- They stand after their tenant's and their group's counts, which count them already.
+        -- Jobs whose claimer died before their last attempt: found by the lease index, few,
+        -- each a run of its own. They stand after their tenant's and their group's counts,
+        -- which count them already.
         select j.id,
                fairqueue.plan_priority(t.plan, p_plan_names, p_plan_priorities,
                                        p_default_priority),
-               coalesce(ts.n, 0)
-                   + row_number() over (partition by fairqueue.group_tenant_key(j.group_key)
-                                        order by j.created_at, j.id),
+               (coalesce(ts.n, 0) - 1
+                + row_number() over (partition by fairqueue.group_tenant_key(j.group_key)
+                                     order by j.created_at, j.id)) / p_quantum,
                coalesce(s.n, 0) + row_number() over (partition by j.group_key
                                                      order by j.created_at, j.id),
-               j.created_at
+               j.created_at, j.id,
+               row_number() over (partition by fairqueue.group_tenant_key(j.group_key)
+                                  order by j.created_at, j.id)
           from fairqueue.jobs j
           left join fairqueue.groups g on g.key = j.group_key
           left join fairqueue.tenants t on t.id = j.tenant_id
@@ -210,10 +229,12 @@ begin
     -- Locked in the order's order, passing over what another transaction holds, until the
     -- batch is full.
     picked as (
-        select o.id, o.priority, o.tenant_place
-          from (select o.id, o.priority, o.tenant_place, o.group_place, o.created_at
+        select o.id, o.priority, o.level, o.run_place, o.run_created_at, o.run_id, o.pick
+          from (select o.id, o.priority, o.level, o.run_place, o.run_created_at, o.run_id,
+                       o.pick
                   from offers o
-                 order by o.priority desc, o.tenant_place, o.group_place, o.created_at, o.id) o
+                 order by o.priority desc, o.level, o.run_place, o.run_created_at, o.run_id,
+                          o.pick) o
           cross join lateral (
               select j.id
                 from fairqueue.jobs j
@@ -227,21 +248,34 @@ begin
     -- The batch's last pick and how many were picked, which the tenants cut short are held
     -- against below.
     last_pick as (
-        select p.priority, p.tenant_place, count(*) over () as picks
+        select p.priority, p.level, p.run_place, p.run_created_at, p.run_id, p.pick,
+               count(*) over () as picks
           from picked p
-         order by p.priority, p.tenant_place desc
+         order by p.priority, p.level desc, p.run_place desc, p.run_created_at desc,
+                  p.run_id desc, p.pick desc
          limit 1
     ),
     -- Each tenant's last pick among its offers, when it offered as many as it may take.
     tenant_last_pick as (
-        select r.tenant_key, r.group_place, r.created_at, r.id
+        select r.tenant_key, r.group_place, r.created_at, r.id, r.level, r.run_place,
+               r.run_created_at, r.run_id
           from ranked r
          where r.pick = r.picks
     ),
     -- The tenants allowed fewer picks than they could take that offered as many as they were
-    -- allowed, with where their next pick would stand.
+    -- allowed, with where their next pick would stand: at its level, within its last offer's
+    -- run when it is of the same level, and otherwise as the first of a run whose first pick
+    -- comes after that offer in the tenant's own order (a tenant's picks rise in that order).
     tenants_cut_short as (
-        select a.priority, a.n + a.picks + 1 as next_place
+        select a.priority, (a.n + a.picks) / p_quantum as next_level,
+               case when (a.n + a.picks) / p_quantum = l.level
+                    then l.run_place else l.group_place end as after_place,
+               case when (a.n + a.picks) / p_quantum = l.level
+                    then l.run_created_at else l.created_at end as after_created_at,
+               case when (a.n + a.picks) / p_quantum = l.level
+                    then l.run_id else l.id end as after_id,
+               case when (a.n + a.picks) / p_quantum = l.level
+                    then a.picks + 1 else 9223372036854775807 end as after_pick
           from tenant_allowed a
           join tenant_last_pick l on l.tenant_key = a.tenant_key
          where a.picks < a.most
@@ -262,7 +296,11 @@ begin
                  left join last_pick l on true
                 where l.picks is distinct from p_batch::bigint
                    or not (c.priority < l.priority
-                           or (c.priority = l.priority and c.next_place > l.tenant_place)))
+                           or (c.priority = l.priority
+                               and (c.next_level, c.after_place, c.after_created_at,
+                                    c.after_id, c.after_pick)
+                                   >= (l.level, l.run_place, l.run_created_at, l.run_id,
+                                       l.pick))))
            and not exists (
                select 1
                  from groups_cut_short c
@@ -273,25 +311,29 @@ begin
                                and (c.last_created_at, c.last_id) >= (l.created_at, l.id))));
 end $$;
 
-alter function fairqueue.claim_by_tenant_picks(text, integer, text[], integer[], integer, boolean)
-    owner to fairqueue_owner;
+alter function fairqueue.claim_by_tenant_picks(text, integer, text[], integer[], integer,
+    integer, boolean) owner to fairqueue_owner;
 revoke all on function fairqueue.claim_by_tenant_picks(text, integer, text[], integer[], integer,
-    boolean) from public, fairqueue_app;
+    integer, boolean) from public, fairqueue_app;
 
 -- The fair claim at the tenant level (Stage(fair_share="tenant")), the one definition of that
--- order: plan priority, then the tenant served least of this type in the last day, then within
--- the tenant the group served least, then the oldest job; each pick counts for the next at both
--- levels. A batch of N is exactly the first N picks of that order made one at a time, less the
+-- order: plan priority, then the tenant served the fewest whole quanta of this type in the last
+-- day (its best group breaking ties), the tenant at the top giving the rest of its quantum, then
+-- within the tenant the group served least, then the oldest job; each pick counts for the next
+-- at both levels. A batch of N is exactly the first N picks of that order made one at a time, less the
 -- jobs another transaction holds.
 --
 -- A tenant's own picks, in the order it makes them, are the group-level order of its groups
--- alone, and its j-th pick stands at (its served count + j, then that pick's place among its
--- groups). Every tenant's picks rise in that key, so taking the picks one at a time is merging
--- the tenants' sequences, and a batch is the N smallest keys of the merge. The first N tenants
--- (by their first pick, which their standing carries) hold all of them. Each of those can take
--- at most as many picks as the bound below allows (the tenants at or below each served count
--- take at least one pick each before it); within a tenant the same bound over its groups says
--- how many jobs each group can give. Those jobs are ranked within their tenants, then all
+-- alone (one job a turn), and its pick k (from 0) stands at level (its served count + k) /
+-- p_quantum; its picks of one level are a run, and each stands where the run's first pick
+-- stands: (level, that pick's place among its groups, then its own number). With a quantum (a
+-- stage's quantum=q) the tenant at the top so gives the rest of its quantum in a row; with 1
+-- every run is one pick. Every tenant's picks rise in that key, so taking the picks one at a
+-- time is merging the tenants' sequences, and a batch is the N smallest keys of the merge. The
+-- first N tenants (by their first pick, which their standing carries) hold all of them. Each of
+-- those can take at most as many picks as the bound below allows (the tenants at or below each
+-- level take at least one pick each before its picks past that level); within a tenant the same
+-- bound over its groups says how many jobs each group can give. Those jobs are ranked within their tenants, then all
 -- together, and locked in that order until the batch is full (claim_by_tenant_picks).
 --
 -- Claims by tenant of one type take turns (a transaction lock per type): the tenant standings
@@ -305,7 +347,8 @@ create or replace function fairqueue.claim_by_tenant_unchecked(
     p_run_id uuid,
     p_plan_names text[],
     p_plan_priorities integer[],
-    p_default_priority integer
+    p_default_priority integer,
+    p_quantum integer
 ) returns table (id uuid, tenant_id text)
 language plpgsql set search_path = pg_catalog, pg_temp set jit = off
     set plan_cache_mode = force_generic_plan
@@ -321,7 +364,8 @@ declare
     claimed_tenants text[];
 begin
     perform fairqueue.lock_tenant_claims(array[p_type]);
-    perform fairqueue.tenant_level_listed(p_type);
+    perform fairqueue.tenant_level_listed(p_type, p_quantum);
+    perform fairqueue.tenant_standings_restamped(p_type, p_quantum);
 
     perform fairqueue.stand_woken_groups(p_type);
 
@@ -339,7 +383,7 @@ begin
                 select p.ids, p.verified into picked_ids, verified
                   from fairqueue.claim_by_tenant_picks(p_type, p_batch, p_plan_names,
                                                        p_plan_priorities, p_default_priority,
-                                                       tight) p;
+                                                       p_quantum, tight) p;
                 if tight and not verified then
                     raise exception using errcode = 'FQ002';
                 end if;
@@ -380,9 +424,9 @@ begin
 end $$;
 
 alter function fairqueue.claim_by_tenant_unchecked(text, integer, double precision, text, uuid,
-    text[], integer[], integer) owner to fairqueue_owner;
+    text[], integer[], integer, integer) owner to fairqueue_owner;
 revoke all on function fairqueue.claim_by_tenant_unchecked(text, integer, double precision, text,
-    uuid, text[], integer[], integer) from public, fairqueue_app;
+    uuid, text[], integer[], integer, integer) from public, fairqueue_app;
 
 -- The door: checks the arguments, then runs claim_by_tenant_unchecked as the owner.
 create or replace function fairqueue.claim_by_tenant(
@@ -393,18 +437,21 @@ create or replace function fairqueue.claim_by_tenant(
     p_run_id uuid,
     p_plan_names text[],
     p_plan_priorities integer[],
-    p_default_priority integer
+    p_default_priority integer,
+    p_quantum integer
 ) returns table (id uuid, tenant_id text)
 language sql security definer set search_path = pg_catalog, pg_temp
 as $$
 select fairqueue.door_claim_arguments(p_batch, p_lease_s, p_locked_by);
+select fairqueue.door_argument(p_quantum between 1 and 1000,
+    format('claim: quantum must be from 1 to 1000, got %s', p_quantum));
 select * from fairqueue.claim_by_tenant_unchecked(p_type, p_batch, p_lease_s, p_locked_by,
-    p_run_id, p_plan_names, p_plan_priorities, p_default_priority);
+    p_run_id, p_plan_names, p_plan_priorities, p_default_priority, p_quantum);
 $$;
 
 alter function fairqueue.claim_by_tenant(text, integer, double precision, text, uuid, text[],
-    integer[], integer) owner to fairqueue_owner;
+    integer[], integer, integer) owner to fairqueue_owner;
 revoke all on function fairqueue.claim_by_tenant(text, integer, double precision, text, uuid,
-    text[], integer[], integer) from public, fairqueue_app;
+    text[], integer[], integer, integer) from public, fairqueue_app;
 grant execute on function fairqueue.claim_by_tenant(text, integer, double precision, text, uuid,
-    text[], integer[], integer) to fairqueue_app;
+    text[], integer[], integer, integer) to fairqueue_app;

@@ -58,9 +58,11 @@ begin
          group by 1
     )
     insert into fairqueue.tenant_standings as t (type, tenant_key, n, plan, best_n,
-                                                 best_created_at, best_id, best_group_key)
+                                                 best_created_at, best_id, best_group_key,
+                                                 quantum)
     select p_type, c.tenant_key, c.n_delta, coalesce(b.plan, ''), b.n, b.head_created_at,
-           b.head_id, b.group_key
+           b.head_id, b.group_key,
+           (select l.quantum from fairqueue.tenant_level_types l where l.type = p_type)
       from changed c
       left join lateral fairqueue.tenant_best_group(p_type, c.tenant_key) b on true
      order by c.tenant_key
@@ -77,9 +79,10 @@ revoke all on function fairqueue.tenant_standings_fold(text) from public, fairqu
 
 -- Lists the type for the tenant level, once: its tenants' standings are built from the groups'
 -- under a lock that lets no statement change served meanwhile (it waits for those in flight),
--- so every later change is logged and none is counted twice. The caller holds the type's
--- tenant claim lock.
-create or replace function fairqueue.tenant_level_listed(p_type text) returns void
+-- so every later change is logged and none is counted twice. They carry the claim's quantum.
+-- The caller holds the type's tenant claim lock.
+create or replace function fairqueue.tenant_level_listed(p_type text, p_quantum integer)
+returns void
 language plpgsql set search_path = pg_catalog, pg_temp set jit = off
 as $$
 begin
@@ -87,17 +90,42 @@ begin
         return;
     end if;
     lock table fairqueue.served in share mode;
-    insert into fairqueue.tenant_level_types (type) values (p_type);
+    insert into fairqueue.tenant_level_types (type, quantum) values (p_type, p_quantum);
     delete from fairqueue.tenant_changes c where c.type = p_type;
     delete from fairqueue.tenant_standings t where t.type = p_type;
     insert into fairqueue.tenant_standings (type, tenant_key, n, plan, best_n, best_created_at,
-                                            best_id, best_group_key)
+                                            best_id, best_group_key, quantum)
     select p_type, t.tenant_key, t.n, t.plan, t.best_n, t.best_created_at, t.best_id,
-           t.best_group_key
+           t.best_group_key, p_quantum
       from fairqueue.tenant_standings_from_groups(p_type) t;
 end $$;
-alter function fairqueue.tenant_level_listed(text) owner to fairqueue_owner;
-revoke all on function fairqueue.tenant_level_listed(text) from public, fairqueue_app;
+alter function fairqueue.tenant_level_listed(text, integer) owner to fairqueue_owner;
+revoke all on function fairqueue.tenant_level_listed(text, integer) from public, fairqueue_app;
+
+-- Makes p_quantum the quantum of the type's tenant standings when it is not already (a stage's
+-- quantum changed): one key read otherwise. The caller, a claim by tenant, holds the type's
+-- tenant claim lock, and only those claims write tenant standings (the fold, above, stamps a
+-- new one with the type's listed quantum), so no standing is written with the old quantum
+-- after the change. Done here rather than where a change of quantum is stamped on the groups'
+-- standings (quanta_stamped): that holds the groups' standings locked against writers, and
+-- waiting there for this lock would deadlock with a claim by tenant that holds it and writes
+-- a group's standing.
+create or replace function fairqueue.tenant_standings_restamped(p_type text, p_quantum integer)
+returns void
+language plpgsql set search_path = pg_catalog, pg_temp
+as $$
+begin
+    if exists (select 1 from fairqueue.tenant_level_types l
+                where l.type = p_type and l.quantum = p_quantum) then
+        return;
+    end if;
+    update fairqueue.tenant_level_types l set quantum = p_quantum where l.type = p_type;
+    update fairqueue.tenant_standings t set quantum = p_quantum
+     where t.type = p_type and t.quantum <> p_quantum;
+end $$;
+alter function fairqueue.tenant_standings_restamped(text, integer) owner to fairqueue_owner;
+revoke all on function fairqueue.tenant_standings_restamped(text, integer)
+    from public, fairqueue_app;
 
 -- Takes the type off the list when it is claimed by group again: its log would otherwise grow
 -- with nobody to fold it. A later claim by tenant lists it again from the groups.

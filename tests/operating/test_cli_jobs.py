@@ -233,6 +233,20 @@ def test_a_tenant_fair_type_places_its_tenant_among_tenants_then_its_group(
     assert "it is next" not in shown(dsn, capsys, paying)
 
 
+def test_a_tenant_fair_type_with_a_quantum_places_tenants_by_whole_quanta(
+    dsn: str, conn: Connection, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Two of the trial tenant's jobs ran today: at quantum 4 it is still in its first quantum,
+    # level with a tenant served none, and its older job in a fresh group stands first.
+    for _ in range(2):
+        enqueue(conn, "tenant_quanta_look", {}, tenant_id="trial", group_id="busy")
+    run_pipeline(dsn, [jobs_stages.TENANT_QUANTA])
+    trial = enqueue(conn, "tenant_quanta_look", {}, tenant_id="trial", group_id="other")
+    fresh = enqueue(conn, "tenant_quanta_look", {}, tenant_id="fresh", group_id="g")
+    assert "it is next" in shown(dsn, capsys, trial)
+    assert "1 tenant(s) stand ahead of its tenant" in shown(dsn, capsys, fresh)
+
+
 def test_show_without_the_stage_list_says_what_it_cannot_tell(
     dsn: str, conn: Connection, capsys: pytest.CaptureFixture[str]
 ) -> None:

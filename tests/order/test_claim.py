@@ -277,9 +277,10 @@ def test_a_change_of_quantum_stamps_every_standing_of_the_type_and_only_its(conn
 @pytest.mark.parametrize(
     ("quantum", "fair_share", "message"),
     [
-        (0, "group", "quantum must be from 1 to 1000 at the group level and 1 at the tenant"),
-        (1001, "group", "got 1001 at the group level"),
-        (2, "tenant", "got 2 at the tenant level"),
+        (0, "group", "quantum must be from 1 to 1000, got 0"),
+        (1001, "group", "got 1001"),
+        (0, "tenant", "quantum must be from 1 to 1000, got 0"),
+        (1001, "tenant", "got 1001"),
     ],
 )
 def test_a_quantum_out_of_bounds_is_refused_and_changes_nothing(

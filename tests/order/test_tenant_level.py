@@ -211,8 +211,9 @@ def test_a_stage_with_an_unknown_level_is_refused() -> None:
         Stage("bad_level", handler=lambda _job: None, fair_share="customer")  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("quantum", [1, 4])
 def test_concurrent_pipelines_drain_every_job_once_and_stop_only_when_nothing_is_due(
-    conn: Connection, dsn: str
+    conn: Connection, dsn: str, quantum: int
 ) -> None:
     _reset(conn)
     ran: list[str] = []
@@ -223,7 +224,11 @@ def test_concurrent_pipelines_drain_every_job_once_and_stop_only_when_nothing_is
             ran.append(str(job.id))
 
     batch = 50
-    stages = [Stage("crowded_by_tenant", batch=batch, handler=record, fair_share="tenant")]
+    stages = [
+        Stage(
+            "crowded_by_tenant", batch=batch, handler=record, fair_share="tenant", quantum=quantum
+        )
+    ]
     rows = conn.execute(
         "insert into fairqueue.jobs (type, tenant_id, group_id)"
         " select 'crowded_by_tenant', 't' || (i % 200), 'g' || (i % 1000)"

@@ -57,7 +57,6 @@ class Payload(BaseModel):
         ({"quantum": 0}, "quantum must be from 1 to 1000, got 0"),
         ({"quantum": 1001}, "quantum must be from 1 to 1000, got 1001"),
         ({"quantum": 2.5}, "quantum must be a whole number, got 2.5"),
-        ({"quantum": 2, "fair_share": "tenant"}, 'fair_share="tenant" takes quantum=1'),
     ],
 )
 def test_a_bad_option_names_the_stage_and_the_option(options: dict[str, Any], message: str) -> None:

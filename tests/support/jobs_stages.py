@@ -26,5 +26,6 @@ RATIONED = Stage("rationed", handler=spend, quota=QUOTA)
 DOOMED = Stage("doomed", handler=fail, max_attempts=1)
 SERIAL = Stage("serial_look", handler=echo)
 TENANT_FAIR = Stage("tenant_fair_look", handler=echo, fair_share="tenant")
+TENANT_QUANTA = Stage("tenant_quanta_look", handler=echo, fair_share="tenant", quantum=4)
 PAID = Stage("paid_look", handler=echo, credit_cost=2)
-JOBS_STAGES = [LOOKED_AT, RATIONED, DOOMED, SERIAL, TENANT_FAIR, PAID]
+JOBS_STAGES = [LOOKED_AT, RATIONED, DOOMED, SERIAL, TENANT_FAIR, TENANT_QUANTA, PAID]

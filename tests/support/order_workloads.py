@@ -1,6 +1,7 @@
 """Generated workloads for the order's property tests: plans, paused groups, history inside and
 outside the day, jobs due and not yet due, and batch sizes, loaded into a type's jobs; and the
-group order's plain model (next_picks), which the tests compare every batch with."""
+group order's plain model (next_picks) and the tenant order's (next_tenant_picks), which the
+tests compare every batch with."""
 
 from __future__ import annotations
 
@@ -127,5 +128,45 @@ def next_picks(
             served[top] += 1
             picks.append(job[0])
             if served[top] % quantum_of(top) == 0:
+                break
+    return picks
+
+
+def next_tenant_picks(
+    workload: Workload,
+    due: list[Due],
+    tenant_served: Counter[str | None],
+    group_served: Counter[Key],
+    quantum: int,
+    batch: int,
+) -> list[object]:
+    """The next ``batch`` picks of the tenant order (Stage(fair_share="tenant")), one job at a
+    time, taken out of ``due`` and counted in both counters: the tenants ranked by plan priority
+    (highest first), then by whole quanta served (their count // quantum), then by their best
+    group (its count, then its oldest due job); the tenant at the top gives picks until it
+    completes its current quantum or has none left, each from its own best group at that
+    moment (one job a turn among its groups), and then the ranking is taken again. With a
+    quantum of 1 that is one pick a turn at both levels."""
+
+    def in_tenant(job: Due) -> tuple[int, int]:
+        return (group_served[job[1]], job[2])
+
+    def rank(job: Due) -> tuple[int, int, tuple[int, int]]:
+        tenant = job[1][0]
+        return (-priority(workload, tenant), tenant_served[tenant] // quantum, in_tenant(job))
+
+    picks: list[object] = []
+    while len(picks) < batch and due:
+        top = min(due, key=rank)[1][0]
+        while len(picks) < batch:
+            jobs = [d for d in due if d[1][0] == top]
+            if not jobs:
+                break
+            job = min(jobs, key=in_tenant)
+            due.remove(job)
+            group_served[job[1]] += 1
+            tenant_served[top] += 1
+            picks.append(job[0])
+            if tenant_served[top] % quantum == 0:
                 break
     return picks

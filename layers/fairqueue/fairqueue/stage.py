@@ -143,7 +143,8 @@ class Stage:
     fair_share: FairShare = "group"
     # How many jobs in a row the group at the top of the order gives before the order is taken
     # again (docs/guide/fairness.md): 1 keeps the exact order, one job a turn; more lets a
-    # batch over many groups write fewer standings. The group level only, for now.
+    # batch over many groups write fewer standings. At the tenant level, the tenant at the top
+    # gives that many picks in a row, one job a turn among its groups.
     quantum: Annotated[int, Interval(ge=1, le=MAX_QUANTUM)] = 1
     # How plans weigh in the order (docs/guide/fairness.md): "priority", a higher plan's groups
     # first; "shares", every plan served in proportion to its weight, a plan's groups taking a
@@ -168,11 +169,6 @@ class Stage:
     def __post_init__(self) -> None:
         # Every option is checked against its annotation above (fairqueue.options).
         check_options(self, f"Stage {self.name!r}")
-        if self.quantum > 1 and self.fair_share == "tenant":
-            raise ConfigurationError(
-                f"Stage {self.name!r}: quantum is kept at the group level only; a stage with"
-                f' fair_share="tenant" takes quantum=1, got quantum={self.quantum}'
-            )
         if self.order == "shares" and self.fair_share == "tenant":
             raise ConfigurationError(
                 f'Stage {self.name!r}: order="shares" is kept at the group level only; a stage'

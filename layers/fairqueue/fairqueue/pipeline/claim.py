@@ -105,7 +105,7 @@ def claim_batch(
 
     ``fair_share`` is the level the order is kept at, ``"group"`` or ``"tenant"``; None takes
     the stage's (``Stage.fair_share``), ``"group"`` for a type no stage declares here.
-    ``quantum`` is how many jobs in a row the group at the top gives (group level only); None
+    ``quantum`` is how many jobs in a row the group (or tenant) at the top gives; None
     takes the stage's (``Stage.quantum``), 1 for a type no stage declares here. ``order`` is
     how plans weigh, ``"priority"`` or ``"shares"`` (group level only); None takes the stage's
     (``Stage.order``), ``"priority"`` for a type no stage declares here. The
@@ -128,10 +128,9 @@ def claim_batch(
             f"claim of {job_type}: fair_share must be one of {', '.join(FAIR_SHARES)},"
             f" got {level!r}"
         )
-    if not 1 <= turn <= (MAX_QUANTUM if level == "group" else 1):
+    if not 1 <= turn <= MAX_QUANTUM:
         raise ConfigurationError(
-            f"claim of {job_type}: quantum must be from 1 to {MAX_QUANTUM} at the group level"
-            f" and 1 at the tenant level, got {turn} at the {level} level"
+            f"claim of {job_type}: quantum must be from 1 to {MAX_QUANTUM}, got {turn}"
         )
     if weighing not in ORDERS or (weighing == "shares" and level != "group"):
         raise ConfigurationError(
