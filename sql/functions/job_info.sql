@@ -112,8 +112,9 @@ grant execute on function
 
 -- The tenant level's place of a waiting job (Stage(fair_share="tenant")): its tenant's place among
 -- the type's tenants, ranked as claim_by_tenant ranks them (plan priority, the fewest whole quanta
--- served, by the type's quantum, then its best group's head), with the standings of the p_ahead tenants just before it; and, on its
--- own row, how many of its tenant's groups come before its group. Read from the groups' rows
+-- served, by the quantum the type's tenant standings carry, 1 before a claim by tenant listed it,
+-- then its best group's head), with the standings of the p_ahead tenants just before it; and, on
+-- its own row, how many of its tenant's groups come before its group. Read from the groups' rows
 -- (tenant_standings_from_groups, which a listing builds the tenant standings from), not from the
 -- tenant standings, which only a claim folds.
 create or replace function fairqueue.tenant_standing_unchecked(
@@ -136,8 +137,7 @@ with ranked as (
                                                 p_default_priority) desc,
                         t.n / coalesce((select l.quantum from fairqueue.tenant_level_types l
                                          where l.type = p_type), 1),
-                        t.best_n, t.best_created_at,
-                        t.best_id) - 1 as place
+                        t.best_n, t.best_created_at, t.best_id) - 1 as place
       from fairqueue.tenant_standings_from_groups(p_type) t
      where t.best_id is not null
 ),

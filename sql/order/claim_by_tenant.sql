@@ -320,8 +320,8 @@ revoke all on function fairqueue.claim_by_tenant_picks(text, integer, text[], in
 -- order: plan priority, then the tenant served the fewest whole quanta of this type in the last
 -- day (its best group breaking ties), the tenant at the top giving the rest of its quantum, then
 -- within the tenant the group served least, then the oldest job; each pick counts for the next
--- at both levels. A batch of N is exactly the first N picks of that order made one at a time, less the
--- jobs another transaction holds.
+-- at both levels. A batch of N is exactly the first N picks of that order made one at a time,
+-- less the jobs another transaction holds.
 --
 -- A tenant's own picks, in the order it makes them, are the group-level order of its groups
 -- alone (one job a turn), and its pick k (from 0) stands at level (its served count + k) /
@@ -333,8 +333,9 @@ revoke all on function fairqueue.claim_by_tenant_picks(text, integer, text[], in
 -- first N tenants (by their first pick, which their standing carries) hold all of them. Each of
 -- those can take at most as many picks as the bound below allows (the tenants at or below each
 -- level take at least one pick each before its picks past that level); within a tenant the same
--- bound over its groups says how many jobs each group can give. Those jobs are ranked within their tenants, then all
--- together, and locked in that order until the batch is full (claim_by_tenant_picks).
+-- bound over its groups says how many jobs each group can give. Those jobs are ranked within
+-- their tenants, then all together, and locked in that order until the batch is full
+-- (claim_by_tenant_picks).
 --
 -- Claims by tenant of one type take turns (a transaction lock per type): the tenant standings
 -- are written by these claims alone, from the log the triggers on served append to, so the
