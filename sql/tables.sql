@@ -316,6 +316,8 @@ CREATE INDEX tenant_changes_type_idx ON fairqueue.tenant_changes USING btree (ty
 CREATE TABLE fairqueue.tenant_level_types (
     type text NOT NULL,
     quantum integer DEFAULT 1 NOT NULL,
+    plan_names text[] DEFAULT '{}'::text[] NOT NULL,
+    plan_quanta integer[] DEFAULT '{}'::integer[] NOT NULL,
     CONSTRAINT tenant_level_types_pkey PRIMARY KEY (type),
     CONSTRAINT tenant_level_types_quantum_check CHECK (((quantum >= 1) AND (quantum <= 1000)))
 );

@@ -100,3 +100,31 @@ alter function fairqueue.door_standing_arguments(text, integer, text[], integer[
     owner to fairqueue_owner;
 revoke all on function fairqueue.door_standing_arguments(text, integer, text[], integer[])
     from public, fairqueue_app;
+
+-- What both claims' doors are handed for the quanta (quanta_stamped, claim_by_tenant): each
+-- plan's quantum beside its name and the default quantum, every one from 1 to 1000, at most 100
+-- distinct names. The one check of them.
+create or replace function fairqueue.door_quanta_arguments(p_plan_names text[],
+    p_plan_quanta integer[], p_default_quantum integer) returns void
+language plpgsql set search_path = pg_catalog, pg_temp
+as $$
+begin
+    perform fairqueue.door_argument(p_default_quantum between 1 and 1000,
+        format('claim: quantum must be from 1 to 1000, got %s', p_default_quantum));
+    perform fairqueue.door_argument(
+        p_plan_names is not null and p_plan_quanta is not null
+        and cardinality(p_plan_names) = cardinality(p_plan_quanta)
+        and cardinality(p_plan_names) <= 100
+        and array_position(p_plan_names, null) is null
+        and cardinality(p_plan_names)
+            = (select count(distinct n) from unnest(p_plan_names) n),
+        'claim: plan quanta must be one quantum for each of at most 100 distinct plan names');
+    perform fairqueue.door_argument(
+        array_position(p_plan_quanta, null) is null
+        and 1 <= all(p_plan_quanta) and 1000 >= all(p_plan_quanta),
+        format('claim: every plan''s quantum must be from 1 to 1000, got %s', p_plan_quanta));
+end $$;
+alter function fairqueue.door_quanta_arguments(text[], integer[], integer)
+    owner to fairqueue_owner;
+revoke all on function fairqueue.door_quanta_arguments(text[], integer[], integer)
+    from public, fairqueue_app;

@@ -135,8 +135,7 @@ with ranked as (
            row_number() over (
                order by fairqueue.plan_priority(t.plan, p_plan_names, p_plan_priorities,
                                                 p_default_priority) desc,
-                        t.n / coalesce((select l.quantum from fairqueue.tenant_level_types l
-                                         where l.type = p_type), 1),
+                        t.n / fairqueue.tenant_quantum(p_type, t.plan),
                         t.best_n, t.best_created_at, t.best_id) - 1 as place
       from fairqueue.tenant_standings_from_groups(p_type) t
      where t.best_id is not null

@@ -186,11 +186,30 @@ $$;
 alter function fairqueue.standing_quantum(text, text) owner to fairqueue_owner;
 revoke all on function fairqueue.standing_quantum(text, text) from public, fairqueue_app;
 
+-- The plans whose quantum is not the default, by name, and their quanta: how a type's quanta
+-- are kept (type_quanta, tenant_level_types), so that the same quanta handed in another order
+-- or with the default's plans named compare equal.
+create or replace function fairqueue.quanta_map(
+    p_plan_names text[],
+    p_plan_quanta integer[],
+    p_default_quantum integer
+) returns table (names text[], quanta integer[])
+language sql immutable
+as $$
+select coalesce(array_agg(u.plan order by u.plan), '{}'),
+       coalesce(array_agg(u.quantum order by u.plan), '{}')
+  from unnest(p_plan_names, p_plan_quanta) as u (plan, quantum)
+ where u.quantum <> p_default_quantum
+$$;
+
+alter function fairqueue.quanta_map(text[], integer[], integer) owner to fairqueue_owner;
+revoke all on function fairqueue.quanta_map(text[], integer[], integer)
+    from public, fairqueue_app;
+
 -- Makes these the type's quanta, in type_quanta and on each of its standings, when they are not
 -- already (a stage's quantum, its order or a plan's weight changed): one key read otherwise.
--- The row keeps the plans whose quantum is not the default, by name, so that the same quanta
--- handed in another order or with the default's plans named compare equal; a type with no row
--- has every quantum 1. A door: the quanta are checked here. The
+-- The row keeps the quanta as quanta_map gives them; a type with no row has every quantum 1. A
+-- door: the quanta are checked here. The
 -- standings table is locked against writers while they change, so that no enqueue's trigger
 -- writes a new standing with an old quantum after them; ready_for_claim stamps in a transaction
 -- of its own, so that lock is held for the moment of the change, not for a claim.
@@ -207,25 +226,9 @@ declare
     names text[];
     quanta integer[];
 begin
-    perform fairqueue.door_argument(p_default_quantum between 1 and 1000,
-        format('claim: quantum must be from 1 to 1000, got %s', p_default_quantum));
-    perform fairqueue.door_argument(
-        p_plan_names is not null and p_plan_quanta is not null
-        and cardinality(p_plan_names) = cardinality(p_plan_quanta)
-        and cardinality(p_plan_names) <= 100
-        and array_position(p_plan_names, null) is null
-        and cardinality(p_plan_names)
-            = (select count(distinct n) from unnest(p_plan_names) n),
-        'claim: plan quanta must be one quantum for each of at most 100 distinct plan names');
-    perform fairqueue.door_argument(
-        array_position(p_plan_quanta, null) is null
-        and 1 <= all(p_plan_quanta) and 1000 >= all(p_plan_quanta),
-        format('claim: every plan''s quantum must be from 1 to 1000, got %s', p_plan_quanta));
-    select coalesce(array_agg(u.plan order by u.plan), '{}'),
-           coalesce(array_agg(u.quantum order by u.plan), '{}')
-      into names, quanta
-      from unnest(p_plan_names, p_plan_quanta) as u (plan, quantum)
-     where u.quantum <> p_default_quantum;
+    perform fairqueue.door_quanta_arguments(p_plan_names, p_plan_quanta, p_default_quantum);
+    select m.names, m.quanta into names, quanta
+      from fairqueue.quanta_map(p_plan_names, p_plan_quanta, p_default_quantum) m;
     select * into stamped from fairqueue.type_quanta q where q.type = p_type;
     if not found then
         stamped := row(p_type, 1, '{}', '{}');

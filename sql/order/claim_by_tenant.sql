@@ -18,7 +18,6 @@ create or replace function fairqueue.claim_by_tenant_picks(
     p_plan_names text[],
     p_plan_priorities integer[],
     p_default_priority integer,
-    p_quantum integer,
     p_tight boolean
 ) returns table (ids uuid[], verified boolean)
 language plpgsql set search_path = pg_catalog, pg_temp set jit = off
@@ -39,20 +38,21 @@ begin
          where p.plan is not null
     ),
     -- The first p_batch tenants by their first pick (their first run's), over every plan:
-    -- by whole quanta served, then their best group, as the standings' index orders them.
+    -- by whole quanta served (each by its own standing's quantum: its plan's under shares),
+    -- then their best group, as the standings' index orders them.
     tenants as (
-        select x.tenant_key, x.n, x.n / p_quantum as level,
+        select x.tenant_key, x.n, x.quantum, x.n / x.quantum as level,
                fairqueue.plan_priority(p.plan, p_plan_names, p_plan_priorities,
                                        p_default_priority) as priority
           from present p
           cross join lateral (
-              select t.tenant_key, t.n, t.best_n, t.best_created_at, t.best_id
+              select t.tenant_key, t.n, t.quantum, t.best_n, t.best_created_at, t.best_id
                 from fairqueue.tenant_standings t
                where t.type = p_type and t.plan = p.plan and t.best_id is not null
                order by t.n / t.quantum, t.best_n, t.best_created_at, t.best_id
                limit p_batch) x
          where p.plan is not null
-         order by 4 desc, 3, x.best_n, x.best_created_at, x.best_id
+         order by 5 desc, 4, x.best_n, x.best_created_at, x.best_id
          limit p_batch
     ),
     -- How many picks each tenant can take: its picks at a level x stand behind every tenant of
@@ -70,13 +70,13 @@ begin
     -- or before stands ahead of it with a pick) leave room for in the batch. With a quantum of
     -- 1 that is one pick and as many more as the places after its own leave room for.
     tenant_reach as (
-        select t.tenant_key, t.n, t.priority,
-               greatest(least(p_quantum * (t.level + 1) - t.n, p_batch),
-                        max(least(coalesce(p_quantum * (l.next_level + 1) - t.n, p_batch),
+        select t.tenant_key, t.n, t.quantum, t.priority,
+               greatest(least(t.quantum * (t.level + 1) - t.n, p_batch),
+                        max(least(coalesce(t.quantum * (l.next_level + 1) - t.n, p_batch),
                                   p_batch - l.heads_up_to + 1))) as most
           from tenants t
           join tenant_levels l on l.priority = t.priority and l.level >= t.level
-         group by t.tenant_key, t.n, t.level, t.priority
+         group by t.tenant_key, t.n, t.quantum, t.level, t.priority
     ),
     -- The top priority among those tenants: only its tenants offer more than a pick when tight.
     top as (select max(r.priority) as priority from tenant_reach r),
@@ -84,7 +84,7 @@ begin
     tenant_water as (
         select max(f.level) as level
           from (select array_agg(''::text) as keys, array_agg(p_batch::bigint) as batches,
-                       array_agg(r.n) as served, array_agg(p_quantum) as quanta
+                       array_agg(r.n) as served, array_agg(r.quantum) as quanta
                   from tenant_reach r, top
                  where r.priority = top.priority
                 -- Not needed when each tenant may take one pick (the common case).
@@ -94,11 +94,11 @@ begin
     -- How many picks each tenant offers in this pass: its bound, or when tight the top
     -- priority's tenants through the water level and one more, and the others one.
     tenant_allowed as (
-        select r.tenant_key, r.n, r.priority, r.most,
+        select r.tenant_key, r.n, r.quantum, r.priority, r.most,
                case when not p_tight then r.most
                     when r.priority = top.priority
                         then least(r.most,
-                                   greatest(p_quantum * (w.level + 1) - r.n + 1, 1))
+                                   greatest(r.quantum * (w.level + 1) - r.n + 1, 1))
                     else 1 end as picks
           from tenant_reach r, top, tenant_water w
     ),
@@ -186,12 +186,13 @@ begin
     -- group, its time and id), which every pick of a tenant's run stands at.
     ranked as (
         select r.id, r.created_at, r.priority, r.group_place, r.picks, r.tenant_key, r.pick,
-               (r.tenant_n + r.pick - 1) / p_quantum as level,
+               (r.tenant_n + r.pick - 1) / a.quantum as level,
                first_value(r.group_place) over run as run_place,
                first_value(r.created_at) over run as run_created_at,
                first_value(r.id) over run as run_id
           from ranked_in_tenants r
-        window run as (partition by r.tenant_key, (r.tenant_n + r.pick - 1) / p_quantum
+          join tenant_allowed a on a.tenant_key = r.tenant_key
+        window run as (partition by r.tenant_key, (r.tenant_n + r.pick - 1) / a.quantum
                        order by r.pick)
     ),
     -- Each job on offer with its key: those within the picks their tenant may take, and the
@@ -209,7 +210,9 @@ begin
                                        p_default_priority),
                (coalesce(ts.n, 0) - 1
                 + row_number() over (partition by fairqueue.group_tenant_key(j.group_key)
-                                     order by j.created_at, j.id)) / p_quantum,
+                                     order by j.created_at, j.id))
+                   / coalesce(ts.quantum,
+                              fairqueue.tenant_quantum(p_type, coalesce(t.plan, ''))),
                coalesce(s.n, 0) + row_number() over (partition by j.group_key
                                                      order by j.created_at, j.id),
                j.created_at, j.id,
@@ -267,17 +270,17 @@ begin
     -- run when it is of the same level, and otherwise as the first of a run whose first pick
     -- comes after that offer in the tenant's own order (a tenant's picks rise in that order).
     tenants_cut_short as (
-        select a.priority, (a.n + a.picks) / p_quantum as next_level,
-               case when (a.n + a.picks) / p_quantum = l.level
-                    then l.run_place else l.group_place end as after_place,
-               case when (a.n + a.picks) / p_quantum = l.level
-                    then l.run_created_at else l.created_at end as after_created_at,
-               case when (a.n + a.picks) / p_quantum = l.level
-                    then l.run_id else l.id end as after_id,
-               case when (a.n + a.picks) / p_quantum = l.level
-                    then a.picks + 1 else 9223372036854775807 end as after_pick
+        select a.priority, n.next_level,
+               case when n.in_run then l.run_place else l.group_place end as after_place,
+               case when n.in_run then l.run_created_at else l.created_at end
+                   as after_created_at,
+               case when n.in_run then l.run_id else l.id end as after_id,
+               case when n.in_run then a.picks + 1 else 9223372036854775807 end as after_pick
           from tenant_allowed a
           join tenant_last_pick l on l.tenant_key = a.tenant_key
+         cross join lateral (
+             select (a.n + a.picks) / a.quantum as next_level,
+                    (a.n + a.picks) / a.quantum = l.level as in_run) n
          where a.picks < a.most
     ),
     -- The groups allowed fewer jobs than they could give that offered all they were allowed,
@@ -312,9 +315,9 @@ begin
 end $$;
 
 alter function fairqueue.claim_by_tenant_picks(text, integer, text[], integer[], integer,
-    integer, boolean) owner to fairqueue_owner;
+    boolean) owner to fairqueue_owner;
 revoke all on function fairqueue.claim_by_tenant_picks(text, integer, text[], integer[], integer,
-    integer, boolean) from public, fairqueue_app;
+    boolean) from public, fairqueue_app;
 
 -- The fair claim at the tenant level (Stage(fair_share="tenant")), the one definition of that
 -- order: plan priority, then the tenant served the fewest whole quanta of this type in the last
@@ -325,7 +328,7 @@ revoke all on function fairqueue.claim_by_tenant_picks(text, integer, text[], in
 --
 -- A tenant's own picks, in the order it makes them, are the group-level order of its groups
 -- alone (one job a turn), and its pick k (from 0) stands at level (its served count + k) /
--- p_quantum; its picks of one level are a run, and each stands where the run's first pick
+-- its quantum (its standing's: the stage's, or under shares its plan's); its picks of one level are a run, and each stands where the run's first pick
 -- stands: (level, that pick's place among its groups, then its own number). With a quantum (a
 -- stage's quantum=q) the tenant at the top so gives the rest of its quantum in a row; with 1
 -- every run is one pick. Every tenant's picks rise in that key, so taking the picks one at a
@@ -349,7 +352,8 @@ create or replace function fairqueue.claim_by_tenant_unchecked(
     p_plan_names text[],
     p_plan_priorities integer[],
     p_default_priority integer,
-    p_quantum integer
+    p_plan_quanta integer[],
+    p_default_quantum integer
 ) returns table (id uuid, tenant_id text)
 language plpgsql set search_path = pg_catalog, pg_temp set jit = off
     set plan_cache_mode = force_generic_plan
@@ -365,8 +369,10 @@ declare
     claimed_tenants text[];
 begin
     perform fairqueue.lock_tenant_claims(array[p_type]);
-    perform fairqueue.tenant_level_listed(p_type, p_quantum);
-    perform fairqueue.tenant_standings_restamped(p_type, p_quantum);
+    perform fairqueue.tenant_level_listed(p_type, p_plan_names, p_plan_quanta,
+                                          p_default_quantum);
+    perform fairqueue.tenant_standings_restamped(p_type, p_plan_names, p_plan_quanta,
+                                                 p_default_quantum);
 
     perform fairqueue.stand_woken_groups(p_type);
 
@@ -384,7 +390,7 @@ begin
                 select p.ids, p.verified into picked_ids, verified
                   from fairqueue.claim_by_tenant_picks(p_type, p_batch, p_plan_names,
                                                        p_plan_priorities, p_default_priority,
-                                                       p_quantum, tight) p;
+                                                       tight) p;
                 if tight and not verified then
                     raise exception using errcode = 'FQ002';
                 end if;
@@ -425,11 +431,13 @@ begin
 end $$;
 
 alter function fairqueue.claim_by_tenant_unchecked(text, integer, double precision, text, uuid,
-    text[], integer[], integer, integer) owner to fairqueue_owner;
+    text[], integer[], integer, integer[], integer) owner to fairqueue_owner;
 revoke all on function fairqueue.claim_by_tenant_unchecked(text, integer, double precision, text,
-    uuid, text[], integer[], integer, integer) from public, fairqueue_app;
+    uuid, text[], integer[], integer, integer[], integer) from public, fairqueue_app;
 
--- The door: checks the arguments, then runs claim_by_tenant_unchecked as the owner.
+-- The door: checks the arguments, then runs claim_by_tenant_unchecked as the owner. The quanta
+-- are handed as to the group claim's door (fairqueue.claim): each plan's beside its name, and
+-- the default.
 create or replace function fairqueue.claim_by_tenant(
     p_type text,
     p_batch integer,
@@ -439,20 +447,21 @@ create or replace function fairqueue.claim_by_tenant(
     p_plan_names text[],
     p_plan_priorities integer[],
     p_default_priority integer,
-    p_quantum integer
+    p_plan_quanta integer[],
+    p_default_quantum integer
 ) returns table (id uuid, tenant_id text)
 language sql security definer set search_path = pg_catalog, pg_temp
 as $$
 select fairqueue.door_claim_arguments(p_batch, p_lease_s, p_locked_by);
-select fairqueue.door_argument(p_quantum between 1 and 1000,
-    format('claim: quantum must be from 1 to 1000, got %s', p_quantum));
+select fairqueue.door_quanta_arguments(p_plan_names, p_plan_quanta, p_default_quantum);
 select * from fairqueue.claim_by_tenant_unchecked(p_type, p_batch, p_lease_s, p_locked_by,
-    p_run_id, p_plan_names, p_plan_priorities, p_default_priority, p_quantum);
+    p_run_id, p_plan_names, p_plan_priorities, p_default_priority, p_plan_quanta,
+    p_default_quantum);
 $$;
 
 alter function fairqueue.claim_by_tenant(text, integer, double precision, text, uuid, text[],
-    integer[], integer, integer) owner to fairqueue_owner;
+    integer[], integer, integer[], integer) owner to fairqueue_owner;
 revoke all on function fairqueue.claim_by_tenant(text, integer, double precision, text, uuid,
-    text[], integer[], integer, integer) from public, fairqueue_app;
+    text[], integer[], integer, integer[], integer) from public, fairqueue_app;
 grant execute on function fairqueue.claim_by_tenant(text, integer, double precision, text, uuid,
-    text[], integer[], integer, integer) to fairqueue_app;
+    text[], integer[], integer, integer[], integer) to fairqueue_app;

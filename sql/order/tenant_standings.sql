@@ -61,14 +61,14 @@ begin
                                                  best_created_at, best_id, best_group_key,
                                                  quantum)
     select p_type, c.tenant_key, c.n_delta, coalesce(b.plan, ''), b.n, b.head_created_at,
-           b.head_id, b.group_key,
-           (select l.quantum from fairqueue.tenant_level_types l where l.type = p_type)
+           b.head_id, b.group_key, fairqueue.tenant_quantum(p_type, coalesce(b.plan, ''))
       from changed c
       left join lateral fairqueue.tenant_best_group(p_type, c.tenant_key) b on true
      order by c.tenant_key
     on conflict (type, tenant_key) do update
        set n = t.n + excluded.n,
            plan = excluded.plan,
+           quantum = excluded.quantum,
            best_n = excluded.best_n,
            best_created_at = excluded.best_created_at,
            best_id = excluded.best_id,
@@ -77,12 +77,32 @@ end $$;
 alter function fairqueue.tenant_standings_fold(text) owner to fairqueue_owner;
 revoke all on function fairqueue.tenant_standings_fold(text) from public, fairqueue_app;
 
+-- The quantum of a tenant standing of a plan at the tenant level: the plan's in the type's
+-- tenant_level_types row, else that row's default, else 1. Every tenant standing carries it,
+-- so that the tenant standings' index ranks a type's tenants by whole quanta served. One key
+-- read, inlined where it is called.
+create or replace function fairqueue.tenant_quantum(p_type text, p_plan text) returns integer
+language sql stable
+as $$
+select coalesce((select coalesce(l.plan_quanta[pg_catalog.array_position(l.plan_names, p_plan)],
+                                 l.quantum)
+                   from fairqueue.tenant_level_types l
+                  where l.type = p_type),
+                1)
+$$;
+alter function fairqueue.tenant_quantum(text, text) owner to fairqueue_owner;
+revoke all on function fairqueue.tenant_quantum(text, text) from public, fairqueue_app;
+
 -- Lists the type for the tenant level, once: its tenants' standings are built from the groups'
 -- under a lock that lets no statement change served meanwhile (it waits for those in flight),
--- so every later change is logged and none is counted twice. They carry the claim's quantum.
--- The caller holds the type's tenant claim lock.
-create or replace function fairqueue.tenant_level_listed(p_type text, p_quantum integer)
-returns void
+-- so every later change is logged and none is counted twice. They carry the claim's quanta
+-- (as fairqueue.quanta_map keeps them). The caller holds the type's tenant claim lock.
+create or replace function fairqueue.tenant_level_listed(
+    p_type text,
+    p_plan_names text[],
+    p_plan_quanta integer[],
+    p_default_quantum integer
+) returns void
 language plpgsql set search_path = pg_catalog, pg_temp set jit = off
 as $$
 begin
@@ -90,41 +110,58 @@ begin
         return;
     end if;
     lock table fairqueue.served in share mode;
-    insert into fairqueue.tenant_level_types (type, quantum) values (p_type, p_quantum);
+    insert into fairqueue.tenant_level_types (type, quantum, plan_names, plan_quanta)
+    select p_type, p_default_quantum, m.names, m.quanta
+      from fairqueue.quanta_map(p_plan_names, p_plan_quanta, p_default_quantum) m;
     delete from fairqueue.tenant_changes c where c.type = p_type;
     delete from fairqueue.tenant_standings t where t.type = p_type;
     insert into fairqueue.tenant_standings (type, tenant_key, n, plan, best_n, best_created_at,
                                             best_id, best_group_key, quantum)
     select p_type, t.tenant_key, t.n, t.plan, t.best_n, t.best_created_at, t.best_id,
-           t.best_group_key, p_quantum
+           t.best_group_key, fairqueue.tenant_quantum(p_type, t.plan)
       from fairqueue.tenant_standings_from_groups(p_type) t;
 end $$;
-alter function fairqueue.tenant_level_listed(text, integer) owner to fairqueue_owner;
-revoke all on function fairqueue.tenant_level_listed(text, integer) from public, fairqueue_app;
+alter function fairqueue.tenant_level_listed(text, text[], integer[], integer)
+    owner to fairqueue_owner;
+revoke all on function fairqueue.tenant_level_listed(text, text[], integer[], integer)
+    from public, fairqueue_app;
 
--- Makes p_quantum the quantum of the type's tenant standings when it is not already (a stage's
--- quantum changed): one key read otherwise. The caller, a claim by tenant, holds the type's
--- tenant claim lock, and only those claims write tenant standings (the fold, above, stamps a
--- new one with the type's listed quantum), so no standing is written with the old quantum
--- after the change. Done here rather than where a change of quantum is stamped on the groups'
--- standings (quanta_stamped): that holds the groups' standings locked against writers, and
--- waiting there for this lock would deadlock with a claim by tenant that holds it and writes
--- a group's standing.
-create or replace function fairqueue.tenant_standings_restamped(p_type text, p_quantum integer)
-returns void
+-- Makes these the quanta of the type's tenant standings when they are not already (a stage's
+-- quantum, its order or a plan's weight changed): one key read otherwise. The caller, a claim
+-- by tenant, holds the type's tenant claim lock, and only those claims write tenant standings
+-- (the fold, above, stamps a new one with its plan's listed quantum), so no standing is written
+-- with an old quantum after the change. Done here rather than where a change of quanta is
+-- stamped on the groups' standings (quanta_stamped): that holds the groups' standings locked
+-- against writers, and waiting there for this lock would deadlock with a claim by tenant that
+-- holds it and writes a group's standing.
+create or replace function fairqueue.tenant_standings_restamped(
+    p_type text,
+    p_plan_names text[],
+    p_plan_quanta integer[],
+    p_default_quantum integer
+) returns void
 language plpgsql set search_path = pg_catalog, pg_temp
 as $$
+declare
+    names text[];
+    quanta integer[];
 begin
+    select m.names, m.quanta into names, quanta
+      from fairqueue.quanta_map(p_plan_names, p_plan_quanta, p_default_quantum) m;
     if exists (select 1 from fairqueue.tenant_level_types l
-                where l.type = p_type and l.quantum = p_quantum) then
+                where l.type = p_type and l.quantum = p_default_quantum
+                  and l.plan_names = names and l.plan_quanta = quanta) then
         return;
     end if;
-    update fairqueue.tenant_level_types l set quantum = p_quantum where l.type = p_type;
-    update fairqueue.tenant_standings t set quantum = p_quantum
-     where t.type = p_type and t.quantum <> p_quantum;
+    update fairqueue.tenant_level_types l
+       set quantum = p_default_quantum, plan_names = names, plan_quanta = quanta
+     where l.type = p_type;
+    update fairqueue.tenant_standings t set quantum = fairqueue.tenant_quantum(t.type, t.plan)
+     where t.type = p_type and t.quantum <> fairqueue.tenant_quantum(t.type, t.plan);
 end $$;
-alter function fairqueue.tenant_standings_restamped(text, integer) owner to fairqueue_owner;
-revoke all on function fairqueue.tenant_standings_restamped(text, integer)
+alter function fairqueue.tenant_standings_restamped(text, text[], integer[], integer)
+    owner to fairqueue_owner;
+revoke all on function fairqueue.tenant_standings_restamped(text, text[], integer[], integer)
     from public, fairqueue_app;
 
 -- Takes the type off the list when it is claimed by group again: its log would otherwise grow

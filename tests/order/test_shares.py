@@ -145,24 +145,15 @@ def test_a_plan_quantum_past_the_bound_is_refused_and_changes_nothing(conn: Conn
     assert conn.execute("select count(*) as n from fairqueue.type_quanta").fetchone() == {"n": 0}
 
 
-@pytest.mark.parametrize(
-    ("options", "message"),
-    [
-        ({"order": "fair"}, "order must be 'priority' or 'shares', got 'fair'"),
-        ({"order": "shares", "fair_share": "tenant"}, 'fair_share="tenant" takes order="priority"'),
-    ],
-)
-def test_a_stage_order_that_cannot_be_kept_is_refused(
-    options: dict[str, object], message: str
-) -> None:
-    with pytest.raises(ConfigurationError, match=message):
-        Stage("odd_order", handler=lambda _job: None, **options)  # type: ignore[arg-type]
+def test_a_stage_order_that_cannot_be_kept_is_refused() -> None:
+    with pytest.raises(
+        ConfigurationError, match="order must be 'priority' or 'shares', got 'fair'"
+    ):
+        Stage("odd_order", handler=lambda _job: None, order="fair")  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize(("order", "fair_share"), [("fair", "group"), ("shares", "tenant")])
-def test_a_claim_order_that_cannot_be_kept_is_refused(
-    conn: Connection, order: str, fair_share: str
-) -> None:
+@pytest.mark.parametrize("fair_share", ["group", "tenant"])
+def test_a_claim_order_that_cannot_be_kept_is_refused(conn: Connection, fair_share: str) -> None:
     job = enqueue(conn, "shared", {}, tenant_id="g")
     with pytest.raises(ConfigurationError, match="order must be one of priority, shares"):
         claim_batch(
@@ -171,7 +162,7 @@ def test_a_claim_order_that_cannot_be_kept_is_refused(
             batch=1,
             lease_s=60,
             locked_by="test",
-            order=order,  # type: ignore[arg-type]
+            order="fair",  # type: ignore[arg-type]
             fair_share=fair_share,  # type: ignore[arg-type]
         )
     assert conn.execute("select status from fairqueue.jobs where id = %s", (job,)).fetchone() == {
@@ -224,3 +215,28 @@ def test_more_plans_than_the_claim_takes_are_refused() -> None:
     many = tuple(Plan(f"p{k}", priority=k, daily_units=None, description="") for k in range(101))
     with pytest.raises(ConfigurationError, match="at most 100 plans, got 101"):
         Plans(many)
+
+
+Stage("shared_tenants", handler=lambda _job: None, fair_share="tenant", order="shares")
+
+
+def test_at_the_tenant_level_tenants_share_by_weight_whatever_their_groups(
+    conn: Connection,
+) -> None:
+    # A gold tenant with one group against a basic tenant with five: 3:1 between the tenants,
+    # not between their groups.
+    set_plan(conn, "g", "gold", plans=SHARES)
+    set_plan(conn, "b", "basic", plans=SHARES)
+    gold = {enqueue(conn, "shared_tenants", {}, tenant_id="g", group_id="x") for _ in range(60)}
+    basic = {
+        enqueue(conn, "shared_tenants", {}, tenant_id="b", group_id=f"g{k % 5}") for k in range(60)
+    }
+    served: Counter[str] = Counter()
+    for _ in range(5):
+        claimed = claim_batch(
+            conn, "shared_tenants", batch=8, lease_s=600, locked_by="test", plans=SHARES
+        )
+        picks = {job.id for job in claimed}
+        served["gold"] += len(picks & gold)
+        served["basic"] += len(picks & basic)
+    assert served == {"gold": 30, "basic": 10}

@@ -3,18 +3,22 @@ written out plainly in Python (support.order_workloads.next_tenant_picks): plan 
 the tenant's whole quanta served, then its best group (its count, then its oldest due job); the
 tenant at the top gives the rest of its quantum in a row, one job a turn among its groups.
 Workloads as the group level's property test generates them, quanta from 1 (the exact order) to
-8, the quantum changing from example to example so that the tenant standings are restamped."""
+8, the quantum changing from example to example so that the tenant standings are restamped; both
+orders (plan priority, or shares by the plans' weights, each plan's tenants taking a quantum in
+proportion to its weight)."""
 
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fairqueue import Stage
+from fairqueue import PLANS, Plans, Stage
 from fairqueue.db import Connection
 from fairqueue.pipeline.claim import claim_batch
+from fairqueue.plans import ORDERS, Order
 from support.order_workloads import Workload, next_tenant_picks, workloads
 from support.order_workloads import load as load_workload
 
@@ -23,6 +27,7 @@ Stage("tenant_quanta", handler=lambda _job: None, fair_share="tenant")
 TENANTS = ["t1", "t2", "t3", "t4", None]
 GROUPS = ["inbox", "archive", "news", "mail", "a", "b", None]
 BY_TENANT = workloads(TENANTS, GROUPS)
+WEIGHTS = st.sampled_from([0.25, 0.5, 1, 1.5, 2, 3])
 
 
 def _reset(conn: Connection, quantum: int) -> None:
@@ -41,18 +46,41 @@ def _reset(conn: Connection, quantum: int) -> None:
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
-@given(load=BY_TENANT, quantum=st.one_of(st.just(1), st.integers(min_value=1, max_value=8)))
+@given(
+    load=BY_TENANT,
+    quantum=st.one_of(st.just(1), st.integers(min_value=1, max_value=8)),
+    order=st.sampled_from(ORDERS),
+    weights=st.tuples(WEIGHTS, WEIGHTS, WEIGHTS),
+)
 def test_every_batch_is_the_next_picks_of_the_plain_model(
-    conn: Connection, load: Workload, quantum: int
+    conn: Connection,
+    load: Workload,
+    quantum: int,
+    order: Order,
+    weights: tuple[float, float, float],
 ) -> None:
+    # Under shares each tenant's quantum is the stage's times its plan's weight: the weights
+    # change from example to example, so the tenant standings are restamped by plan too.
+    plans = Plans(
+        tuple(replace(plan, weight=w) for plan, w in zip(PLANS.plans, weights, strict=True))
+    )
     _reset(conn, quantum)
     due = load_workload(conn, "tenant_quanta", load)
     group_served = Counter(key for key, recent in load.history if recent)
     tenant_served = Counter(key[0] for key, recent in load.history if recent)
     for batch in load.batches:
-        expected = next_tenant_picks(load, due, tenant_served, group_served, quantum, batch)
+        expected = next_tenant_picks(
+            load, due, tenant_served, group_served, quantum, batch, plans=plans, order=order
+        )
         claimed = claim_batch(
-            conn, "tenant_quanta", batch=batch, lease_s=600, locked_by="property", quantum=quantum
+            conn,
+            "tenant_quanta",
+            batch=batch,
+            lease_s=600,
+            locked_by="property",
+            quantum=quantum,
+            order=order,
+            plans=plans,
         )
         assert sorted(str(c.id) for c in claimed) == sorted(str(i) for i in expected)
 

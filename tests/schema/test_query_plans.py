@@ -83,7 +83,7 @@ CLAIMS = {
     "group": "select * from fairqueue.claim(%(type)s, %(batch)s, 60, 'plan', null,"
     f" {PLAN_TERMS}, %(plan_quanta)s, %(default_quantum)s)",
     "tenant": "select * from fairqueue.claim_by_tenant(%(type)s, %(batch)s, 60, 'plan', null,"
-    f" {PLAN_TERMS}, %(default_quantum)s)",
+    f" {PLAN_TERMS}, %(plan_quanta)s, %(default_quantum)s)",
 }
 
 

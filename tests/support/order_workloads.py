@@ -139,21 +139,30 @@ def next_tenant_picks(
     group_served: Counter[Key],
     quantum: int,
     batch: int,
+    *,
+    plans: Plans = PLANS,
+    order: Order = "priority",
 ) -> list[object]:
     """The next ``batch`` picks of the tenant order (Stage(fair_share="tenant")), one job at a
     time, taken out of ``due`` and counted in both counters: the tenants ranked by plan priority
-    (highest first), then by whole quanta served (their count // quantum), then by their best
-    group (its count, then its oldest due job); the tenant at the top gives picks until it
-    completes its current quantum or has none left, each from its own best group at that
-    moment (one job a turn among its groups), and then the ranking is taken again. With a
-    quantum of 1 that is one pick a turn at both levels."""
+    (highest first; under shares every plan ranks alike), then by whole quanta served (their
+    count // their quantum), then by their best group (its count, then its oldest due job); the
+    tenant at the top gives picks until it completes its current quantum or has none left, each
+    from its own best group at that moment (one job a turn among its groups), and then the
+    ranking is taken again. A tenant's quantum is ``quantum``, or under shares ``quantum`` x its
+    plan's weight rounded half up (at least 1). With a quantum of 1 under priority that is one
+    pick a turn at both levels."""
+
+    def quantum_of(tenant: str | None) -> int:
+        return plan_of(workload, tenant, plans).quantum(quantum) if order == "shares" else quantum
 
     def in_tenant(job: Due) -> tuple[int, int]:
         return (group_served[job[1]], job[2])
 
     def rank(job: Due) -> tuple[int, int, tuple[int, int]]:
         tenant = job[1][0]
-        return (-priority(workload, tenant), tenant_served[tenant] // quantum, in_tenant(job))
+        tier = 0 if order == "shares" else -plan_of(workload, tenant, plans).priority
+        return (tier, tenant_served[tenant] // quantum_of(tenant), in_tenant(job))
 
     picks: list[object] = []
     while len(picks) < batch and due:
@@ -167,6 +176,6 @@ def next_tenant_picks(
             group_served[job[1]] += 1
             tenant_served[top] += 1
             picks.append(job[0])
-            if tenant_served[top] % quantum == 0:
+            if tenant_served[top] % quantum_of(top) == 0:
                 break
     return picks

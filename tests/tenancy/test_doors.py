@@ -30,8 +30,8 @@ def served(conn: Connection) -> list[tuple[str, str, int]]:
         "insert into fairqueue.tenant_changes values ('served_kind', '', -1000000000)",
         "delete from fairqueue.tenant_level_types",
         "select fairqueue.tenant_standings_fold('served_kind')",
-        "select fairqueue.tenant_level_listed('served_kind', 1)",
-        "select fairqueue.tenant_standings_restamped('served_kind', 1000)",
+        "select fairqueue.tenant_level_listed('served_kind', '{}', '{}', 1)",
+        "select fairqueue.tenant_standings_restamped('served_kind', '{}', '{}', 1000)",
     ],
 )
 def test_the_application_role_cannot_rig_the_served_counts(
@@ -80,14 +80,24 @@ HOSTILE_CALLS = [
     " array[0, 0], 0, array[1, 2], 1)",
     f"select * from fairqueue.claim('served_kind', 10, 60, '', null, {PLANS}, {QUANTA})",
     "select fairqueue.quanta_stamped('served_kind', array['free'], array[2000], 1)",
-    f"select * from fairqueue.claim_by_tenant('served_kind', 1000000, 10, 'me', null, {PLANS}, 1)",
-    f"select * from fairqueue.claim_by_tenant('served_kind', 10, 1e9, 'me', null, {PLANS}, 1)",
-    f"select * from fairqueue.claim_by_tenant('served_kind', 10, 60, '', null, {PLANS}, 1)",
-    f"select * from fairqueue.claim_by_tenant('served_kind', 10, 60, 'me', null, {PLANS}, 0)",
-    f"select * from fairqueue.claim_by_tenant('served_kind', 10, 60, 'me', null, {PLANS}, 1001)",
+    f"select * from fairqueue.claim_by_tenant('served_kind', 1000000, 10, 'me', null, {PLANS},"
+    f" {QUANTA})",
+    f"select * from fairqueue.claim_by_tenant('served_kind', 10, 1e9, 'me', null, {PLANS},"
+    f" {QUANTA})",
+    f"select * from fairqueue.claim_by_tenant('served_kind', 10, 60, '', null, {PLANS}, {QUANTA})",
+    "select * from fairqueue.claim_by_tenant('served_kind', 10, 60, 'me', null, "
+    f"{PLANS}, array[1], 0)",
+    "select * from fairqueue.claim_by_tenant('served_kind', 10, 60, 'me', null, "
+    f"{PLANS}, array[1], 1001)",
+    "select * from fairqueue.claim_by_tenant('served_kind', 10, 60, 'me', null, "
+    f"{PLANS}, array[0], 1)",
+    "select * from fairqueue.claim_by_tenant('served_kind', 10, 60, 'me', null, "
+    f"{PLANS}, array[1, 2], 1)",
     "select * from fairqueue.claim_by_tenant_unchecked('served_kind', 10, 60, 'me', null, "
     + PLANS
-    + ", 1)",
+    + ", "
+    + QUANTA
+    + ")",
     "select * from fairqueue.keep_partitions(interval '1 hour', 7, interval '1 s')",
     "select * from fairqueue.keep_partitions(interval '7 days', 0, interval '1 s')",
     "select * from fairqueue.keep_partitions(interval '7 days', 7, interval '1 minute')",

@@ -148,7 +148,7 @@ class Stage:
     quantum: Annotated[int, Interval(ge=1, le=MAX_QUANTUM)] = 1
     # How plans weigh in the order (docs/guide/fairness.md): "priority", a higher plan's groups
     # first; "shares", every plan served in proportion to its weight, a plan's groups taking a
-    # quantum of quantum x weight. The group level only, for now.
+    # quantum of quantum x weight (at the tenant level, a plan's tenants).
     order: Order = "priority"
     # Admitted stages (fairqueue.lanes.admit): what one job costs in credits, and the upstream
     # service whose held work the job starts once it holds its lane (a protocol: unchecked).
@@ -169,11 +169,6 @@ class Stage:
     def __post_init__(self) -> None:
         # Every option is checked against its annotation above (fairqueue.options).
         check_options(self, f"Stage {self.name!r}")
-        if self.order == "shares" and self.fair_share == "tenant":
-            raise ConfigurationError(
-                f'Stage {self.name!r}: order="shares" is kept at the group level only; a stage'
-                ' with fair_share="tenant" takes order="priority"'
-            )
         register(self)
 
     def batch_seconds(self, jobs: int | None = None) -> float | None:

@@ -107,7 +107,7 @@ def claim_batch(
     the stage's (``Stage.fair_share``), ``"group"`` for a type no stage declares here.
     ``quantum`` is how many jobs in a row the group (or tenant) at the top gives; None
     takes the stage's (``Stage.quantum``), 1 for a type no stage declares here. ``order`` is
-    how plans weigh, ``"priority"`` or ``"shares"`` (group level only); None takes the stage's
+    how plans weigh, ``"priority"`` or ``"shares"``; None takes the stage's
     (``Stage.order``), ``"priority"`` for a type no stage declares here. The
     claim itself crosses tenants and sees ids only; each job's payload is read again under its
     own tenant's clamp, in the same statement (the server switches the clamp).
@@ -132,10 +132,9 @@ def claim_batch(
         raise ConfigurationError(
             f"claim of {job_type}: quantum must be from 1 to {MAX_QUANTUM}, got {turn}"
         )
-    if weighing not in ORDERS or (weighing == "shares" and level != "group"):
+    if weighing not in ORDERS:
         raise ConfigurationError(
-            f"claim of {job_type}: order must be one of {', '.join(ORDERS)} at the group level"
-            f' and "priority" at the tenant level, got {weighing!r} at the {level} level'
+            f"claim of {job_type}: order must be one of {', '.join(ORDERS)}, got {weighing!r}"
         )
     params = {
         "type": job_type,
