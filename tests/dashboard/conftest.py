@@ -111,6 +111,9 @@ def board_url(board_db: str) -> Iterator[str]:
         finally:
             if process.poll() is None:
                 process.kill()
+                process.wait(timeout=20)
+            drain.join(timeout=20)
+            process.stderr.close()
 
 
 @pytest.fixture(scope="module")

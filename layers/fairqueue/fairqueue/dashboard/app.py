@@ -212,6 +212,7 @@ class Dashboard:
     def _page_reply(
         self, status: int, template: str, request: Request | None, **values: Any
     ) -> Reply:
+        values.setdefault("note", None)
         body = self.templates.get_template(template).render(
             base="" if request is None else request.base,
             form_token="" if request is None else request.form_token,
