@@ -238,6 +238,13 @@ DOORS = {
     "schedules_due",
     "schedule_ticks",
     "schedules_declare",
+    # The operators' dashboard (sql/functions/dashboard.sql): keys, plans and counts only.
+    "dashboard_tenants",
+    "dashboard_fairness",
+    "dashboard_plans",
+    "dashboard_waiting",
+    "dashboard_groups",
+    "dashboard_balances",
 }
 
 

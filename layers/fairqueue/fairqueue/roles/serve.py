@@ -1,12 +1,13 @@
 """One process, many roles: the same code paths as the Lambda functions, for running elsewhere.
 
 ``fairqueue serve --role cron|worker|sweeper|backstop|api|dashboard|all`` (or
-``FAIRQUEUE_ROLE``). Each role is a loop in a thread; a stop request (SIGTERM, Ctrl-C) lets
-each finish what it is doing: the cron run finishes its job in flight, gives back what it
-claimed but had not started, and closes its run row; the worker finishes the jobs whose
-handlers run, gives back the rest of what it claimed and closes its run rows (fairqueue.roles.dispatcher); the backstop finishes the batch
-of results it recorded, hooks included; the API answers the requests in flight. The backstop
-has a thread of its own so that the sweeper's lease recovery never waits behind a slow hook.
+``FAIRQUEUE_ROLE``). Each role is a loop in a thread; a stop request (SIGTERM, Ctrl-C) lets each
+finish what it is doing: the cron run finishes its job in flight, gives back what it claimed but
+had not started, and closes its run row; the worker finishes the jobs whose handlers run, gives
+back the rest of what it claimed and closes its run rows (fairqueue.roles.dispatcher); the
+backstop finishes the batch of results it recorded, hooks included; the API answers the requests
+in flight. The backstop has a thread of its own so that the sweeper's lease recovery never waits
+behind a slow hook.
 ``all`` includes the API only when ``FAIRQUEUE_API_SECRET`` is set: without it, it could not
 verify a token; likewise the dashboard only when ``FAIRQUEUE_DASHBOARD_SECRET`` is set, its
 operators' login. How long a stop request waits is ``fairqueue.roles.stopping``'s to bound.
