@@ -15,6 +15,7 @@ from . import (
     admission,
     claim_scale,
     claim_tenants,
+    dashboard,
     database,
     doorbells,
     enqueue,
@@ -111,6 +112,7 @@ def run(dsn: str, sizes: Sizes, server: str, progress: Progress, *, keep: bool) 
             churned += health.churn_peer(peer, peer_dsns[peer.name], sizes, progress)
         admitted = admission.measure(conn, dsn, sizes, progress)
         swept = schedules.measure(conn, dsn, sizes, progress)
+        pages = dashboard.measure(conn, dsn, sizes, progress)
         database.reset(conn)
     changed = library_fingerprint() != library
     if changed:
@@ -135,6 +137,7 @@ def run(dsn: str, sizes: Sizes, server: str, progress: Progress, *, keep: bool) 
         admission=admitted,
         doorbells=rung,
         schedules=swept,
+        dashboard=pages,
         elapsed_s=time.monotonic() - started,
     )
 

@@ -13,6 +13,7 @@ from . import (
     chart,
     claim_scale,
     claim_tenants,
+    dashboard,
     doorbells,
     enqueue,
     fairness_tenants,
@@ -115,6 +116,7 @@ def as_json(results: Results) -> dict[str, Any]:
         "admission": admission_report.as_json(results.admission, results.sizes),
         "doorbells": doorbells.as_json(results.doorbells),
         "schedules": schedules.as_json(results.schedules),
+        "dashboard": dashboard.as_json(results.dashboard),
     }
 
 
@@ -447,6 +449,7 @@ def markdown(results: Results) -> str:
         *doorbells.section(results.doorbells),
         *schedules.section(results.schedules, results.sizes),
         "",
+        *dashboard.section(results.dashboard),
         f"Whole run: {results.elapsed_s:.0f} s.",
     ]
     if results.library_changed:

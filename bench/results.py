@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from .admission import Admission
 from .claim_scale import ScaleCase
 from .claim_tenants import LevelCase
+from .dashboard import PageRender
 from .doorbells import DoorbellLatency
 from .enqueue import EnqueueRun
 from .fairness import FairnessResult
@@ -56,6 +57,8 @@ class Results:
     doorbells: list[DoorbellLatency]
     # One sweep of the schedules at each count of schedules.
     schedules: list[ScheduleSweepRun]
+    # Each dashboard page's time at 100,000 groups and a million finished jobs.
+    dashboard: list[PageRender]
     elapsed_s: float
 
     @property

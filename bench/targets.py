@@ -20,7 +20,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import admission_report, claim_tenants, doorbells, enqueue, fairness_tenants, schedules
+from . import (
+    admission_report,
+    claim_tenants,
+    dashboard,
+    doorbells,
+    enqueue,
+    fairness_tenants,
+    schedules,
+)
 from .formats import title
 from .results import BARE, FAIRQUEUE, FAIRQUEUE_GROUPS, FAIRQUEUE_GROUPS_Q4, Results
 
@@ -279,6 +287,22 @@ def _schedules(results: Results) -> list[Target]:
     ]
 
 
+def _dashboard(results: Results) -> list[Target]:
+    found = dashboard.slowest(results.dashboard)
+    if found is None:
+        return []
+    return [
+        Target(
+            goal=f"every dashboard page under {dashboard.MAX_PAGE_S * 1000:.0f} ms at"
+            f" {found.groups:,} groups and {found.finished:,} finished jobs",
+            fairqueue=f"slowest {found.path} {found.median_s * 1000:,.0f} ms",
+            other=f"bound {dashboard.MAX_PAGE_S * 1000:.0f} ms",
+            ratio=dashboard.MAX_PAGE_S / found.median_s,
+            met=found.median_s < dashboard.MAX_PAGE_S,
+        )
+    ]
+
+
 def evaluate(results: Results) -> list[Target]:
     goals = [
         ("pgqueuer", "drain >= pgqueuer's best", 1.0),
@@ -311,4 +335,5 @@ def evaluate(results: Results) -> list[Target]:
         *_admission(results),
         *_doorbells(results),
         *_schedules(results),
+        *_dashboard(results),
     ]
