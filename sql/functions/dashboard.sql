@@ -2,25 +2,74 @@
 -- tenant ids, plans, group keys and counts from the served standings, and credit sums; never a
 -- payload. Each door checks its limit, then runs its _unchecked body as the owner.
 
--- Each tenant's service in the last day, its groups, and how many of them wait or are paused:
--- the most served first. A row per tenant; the jobs with no tenant are the row whose id is null.
+-- Each job type's backlog, every tenant's: queued in lanes, due now, scheduled later, running,
+-- running past its lease, and failed in the last day (in the hot table or moved to the finished
+-- jobs' days, read through their index of failed jobs). Counts only.
+create or replace function fairqueue.dashboard_backlog()
+returns table (type text, queued bigint, due bigint, scheduled bigint, running bigint,
+               stuck bigint, failed_today bigint)
+language sql stable security definer set search_path = pg_catalog, pg_temp
+as $$
+-- The open jobs and those failed in the last day still in the hot table, per type.
+with hot as (
+    select j.type,
+           count(*) filter (where j.status = 'queued') as queued,
+           count(*) filter (where j.status = 'pending' and j.run_after <= now()) as due,
+           count(*) filter (where j.status = 'pending' and j.run_after > now()) as scheduled,
+           count(*) filter (where j.status = 'running' and j.lease_until >= now()) as running,
+           count(*) filter (where j.status = 'running' and j.lease_until < now()) as stuck,
+           count(*) filter (where j.status = 'failed'
+                              and j.finished_at > now() - interval '1 day') as failed
+      from fairqueue.jobs j
+     where j.status in ('queued', 'pending', 'running', 'failed')
+     group by j.type
+),
+-- The failed jobs of the last day that moved to the finished jobs' days, per type.
+moved as (
+    select f.type, count(*) as failed
+      from fairqueue.finished_jobs f
+     where f.status = 'failed' and f.finished_at > now() - interval '1 day'
+     group by f.type
+)
+select coalesce(h.type, m.type), coalesce(h.queued, 0), coalesce(h.due, 0),
+       coalesce(h.scheduled, 0), coalesce(h.running, 0), coalesce(h.stuck, 0),
+       coalesce(h.failed, 0) + coalesce(m.failed, 0)
+  from hot h
+  full join moved m on m.type = h.type
+ order by 1
+$$;
+
+alter function fairqueue.dashboard_backlog() owner to fairqueue_owner;
+revoke all on function fairqueue.dashboard_backlog() from public, fairqueue_app;
+grant execute on function fairqueue.dashboard_backlog() to fairqueue_app;
+
+-- Each tenant's service in the last day, the most served first: its plan, its standings (a
+-- group's place in one type's order), the jobs they were served, how many wait and how many are
+-- paused. Every row also carries the day's totals over all tenants, so that one pass over the
+-- standings gives the fairness page its figures: tenants and standings with work, jobs served,
+-- and the sums Jain's index is made of (the service per tenant squared, per standing squared).
+-- The jobs with no tenant are the row whose tenant_id is null.
 create or replace function fairqueue.dashboard_tenants_unchecked(p_limit integer)
-returns table (tenant_id text, plan text, groups bigint, served numeric, waiting bigint,
-               paused bigint)
+returns table (tenant_id text, plan text, standings bigint, served numeric, waiting bigint,
+               paused bigint, all_tenants bigint, all_standings numeric, all_served numeric,
+               all_waiting numeric, tenant_squares numeric, standing_squares numeric)
 language sql stable set search_path = pg_catalog, pg_temp
 as $$
--- One row per group, its types' counts added up.
-with per_group as (
-    select s.group_key, min(s.tenant_id) as tenant_id, min(s.plan) as plan, sum(s.n) as served,
-           bool_or(s.head_id is not null and not s.paused) as waiting, bool_or(s.paused) as paused
+-- One row per tenant, counting only the standings served in the day or waiting now.
+with per_tenant as (
+    select min(s.tenant_id) as tenant_id, min(s.plan) as plan, count(*) as standings,
+           sum(s.n) as served, sum(s.n::numeric * s.n) as squares,
+           count(*) filter (where s.head_id is not null and not s.paused) as waiting,
+           count(*) filter (where s.paused) as paused
       from fairqueue.served s
-     group by s.group_key
+     where s.n > 0 or s.head_id is not null
+     group by s.tenant_key
 )
-select g.tenant_id, min(g.plan), count(*), sum(g.served), count(*) filter (where g.waiting),
-       count(*) filter (where g.paused)
-  from per_group g
- group by g.tenant_id
- order by sum(g.served) desc, g.tenant_id nulls first
+select t.tenant_id, t.plan, t.standings, t.served, t.waiting, t.paused,
+       count(*) over (), sum(t.standings) over (), sum(t.served) over (),
+       sum(t.waiting) over (), sum(t.served * t.served) over (), sum(t.squares) over ()
+  from per_tenant t
+ order by t.served desc, t.tenant_id nulls first
  limit p_limit
 $$;
 
@@ -28,8 +77,9 @@ alter function fairqueue.dashboard_tenants_unchecked(integer) owner to fairqueue
 revoke all on function fairqueue.dashboard_tenants_unchecked(integer) from public, fairqueue_app;
 
 create or replace function fairqueue.dashboard_tenants(p_limit integer)
-returns table (tenant_id text, plan text, groups bigint, served numeric, waiting bigint,
-               paused bigint)
+returns table (tenant_id text, plan text, standings bigint, served numeric, waiting bigint,
+               paused bigint, all_tenants bigint, all_standings numeric, all_served numeric,
+               all_waiting numeric, tenant_squares numeric, standing_squares numeric)
 language sql stable security definer set search_path = pg_catalog, pg_temp
 as $$
 select fairqueue.door_argument(p_limit between 1 and 1000,
@@ -41,49 +91,23 @@ alter function fairqueue.dashboard_tenants(integer) owner to fairqueue_owner;
 revoke all on function fairqueue.dashboard_tenants(integer) from public, fairqueue_app;
 grant execute on function fairqueue.dashboard_tenants(integer) to fairqueue_app;
 
--- The day's service as one row: how many tenants, groups and plans had work, the jobs served,
--- and Jain's index of the service (1 when every one got the same, 1/n when one got it all)
--- between tenants and between groups, each counting only those served or waiting. Counts only.
-create or replace function fairqueue.dashboard_fairness()
-returns table (tenants bigint, groups bigint, served numeric, waiting bigint,
-               tenant_index double precision, group_index double precision)
-language sql stable security definer set search_path = pg_catalog, pg_temp
-as $$
--- The groups with work in the day, their types' counts added up.
-with per_group as (
-    select s.group_key, min(s.tenant_key) as tenant_key, sum(s.n)::double precision as served,
-           bool_or(s.head_id is not null and not s.paused) as waiting
-      from fairqueue.served s
-     where s.n > 0 or s.head_id is not null
-     group by s.group_key
-),
--- The same, added up per tenant.
-per_tenant as (
-    select g.tenant_key, sum(g.served) as served from per_group g group by g.tenant_key
-)
-select (select count(*) from per_tenant),
-       count(*),
-       coalesce(sum(g.served), 0)::numeric,
-       count(*) filter (where g.waiting),
-       (select sum(t.served) ^ 2 / nullif(count(*) * sum(t.served ^ 2), 0) from per_tenant t),
-       sum(g.served) ^ 2 / nullif(count(*) * sum(g.served ^ 2), 0)
-  from per_group g
-$$;
-
-alter function fairqueue.dashboard_fairness() owner to fairqueue_owner;
-revoke all on function fairqueue.dashboard_fairness() from public, fairqueue_app;
-grant execute on function fairqueue.dashboard_fairness() to fairqueue_app;
-
--- Each plan's share of the day's service: its tenants, groups, jobs served and groups waiting.
+-- Each plan's share of the day's service: its tenants, standings, jobs served and standings
+-- waiting.
 create or replace function fairqueue.dashboard_plans()
-returns table (plan text, tenants bigint, groups bigint, served numeric, waiting bigint)
+returns table (plan text, tenants bigint, standings numeric, served numeric, waiting numeric)
 language sql stable security definer set search_path = pg_catalog, pg_temp
 as $$
-select s.plan, count(distinct s.tenant_key), count(distinct s.group_key), sum(s.n),
-       count(distinct s.group_key) filter (where s.head_id is not null and not s.paused)
-  from fairqueue.served s
- group by s.plan
- order by s.plan
+-- One row per plan and tenant first: a tenant is counted once in its plan.
+with per_tenant as (
+    select s.plan, s.tenant_key, count(*) as standings, sum(s.n) as served,
+           count(*) filter (where s.head_id is not null and not s.paused) as waiting
+      from fairqueue.served s
+     group by s.plan, s.tenant_key
+)
+select t.plan, count(*), sum(t.standings), sum(t.served), sum(t.waiting)
+  from per_tenant t
+ group by t.plan
+ order by t.plan
 $$;
 
 alter function fairqueue.dashboard_plans() owner to fairqueue_owner;
@@ -121,17 +145,25 @@ alter function fairqueue.dashboard_waiting(integer) owner to fairqueue_owner;
 revoke all on function fairqueue.dashboard_waiting(integer) from public, fairqueue_app;
 grant execute on function fairqueue.dashboard_waiting(integer) to fairqueue_app;
 
--- Groups across tenants, the paused ones first, then the most served: key, tenant, the day's
--- count over its types, whether it has due work and whether it is paused.
+-- Groups across tenants to pause or resume: the paused ones first, then those with the most
+-- served standing (its type's count in the day), so that the busiest groups come first
+-- without adding up every group's types. Key, tenant, that count, whether any of its
+-- standings waits, whether paused.
 create or replace function fairqueue.dashboard_groups_unchecked(p_limit integer)
-returns table (group_key text, tenant_id text, served numeric, waiting boolean, paused boolean)
+returns table (group_key text, tenant_id text, served bigint, waiting boolean, paused boolean)
 language sql stable set search_path = pg_catalog, pg_temp
 as $$
-select s.group_key, min(s.tenant_id), sum(s.n), bool_or(s.head_id is not null),
-       bool_or(s.paused)
-  from fairqueue.served s
- group by s.group_key
- order by bool_or(s.paused) desc, sum(s.n) desc, s.group_key
+-- The first standings in that order: enough for p_limit groups of up to eight types each.
+with top as (
+    select s.group_key, s.tenant_id, s.n, s.head_id is not null as waiting, s.paused
+      from fairqueue.served s
+     order by s.paused desc, s.n desc, s.group_key
+     limit p_limit * 8
+)
+select t.group_key, min(t.tenant_id), max(t.n), bool_or(t.waiting), bool_or(t.paused)
+  from top t
+ group by t.group_key
+ order by bool_or(t.paused) desc, max(t.n) desc, t.group_key
  limit p_limit
 $$;
 
@@ -139,7 +171,7 @@ alter function fairqueue.dashboard_groups_unchecked(integer) owner to fairqueue_
 revoke all on function fairqueue.dashboard_groups_unchecked(integer) from public, fairqueue_app;
 
 create or replace function fairqueue.dashboard_groups(p_limit integer)
-returns table (group_key text, tenant_id text, served numeric, waiting boolean, paused boolean)
+returns table (group_key text, tenant_id text, served bigint, waiting boolean, paused boolean)
 language sql stable security definer set search_path = pg_catalog, pg_temp
 as $$
 select fairqueue.door_argument(p_limit between 1 and 1000,

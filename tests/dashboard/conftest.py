@@ -56,6 +56,9 @@ def board_db(board_admin_dsn: str) -> str:
         enqueue(conn, "doomed", {"n": 2}, tenant_id=HOSTILE, group_id=HOSTILE)
     run_pipeline(app_dsn, [jobs_stages.DOOMED])
     with connect(board_admin_dsn, autocommit=True) as conn:
+        # The finished jobs leave the hot table, as retention moves them: the pages read both.
+        conn.execute("select fairqueue.move_finished(100000, interval '1 s')")
+    with connect(board_admin_dsn, autocommit=True) as conn:
         enqueue(conn, "ingest", {"doc": HOSTILE}, tenant_id=HOSTILE, group_id=HOSTILE)
         enqueue(conn, "ingest", {"doc": "to-cancel"}, tenant_id="globex", group_id="cancel-me")
     return app_dsn

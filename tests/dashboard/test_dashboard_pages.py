@@ -83,15 +83,19 @@ def test_overview_and_fairness_show_the_figures_the_database_holds(
     visit.go("/")
     by_type = board_conn.execute(
         "select type, count(*) filter (where status = 'pending' and run_after <= now()) as due,"
-        " count(*) filter (where status = 'failed') as failed,"
-        " count(*) filter (where status = 'done') as done"
-        " from fairqueue.all_jobs group by type order by type"
+        " count(*) filter (where status = 'pending' and run_after > now()) as later,"
+        " count(*) filter (where status = 'failed' and finished_at > now() - interval '1 day')"
+        " as failed"
+        " from fairqueue.all_jobs group by type"
+        " having count(*) filter (where status in ('queued', 'pending', 'running', 'failed')) > 0"
+        " order by type"
     ).fetchall()
     shown = {}
     for row in visit.page.locator("#types tbody tr").all():
         cells = [c.strip() for c in row.locator("th, td").all_inner_texts()]
-        shown[cells[0]] = (int(cells[1]), int(cells[6]), int(cells[7]))
-    assert shown == {r["type"]: (r["due"], r["failed"], r["done"]) for r in by_type}
+        shown[cells[0]] = (int(cells[1]), int(cells[2]), int(cells[6]))
+    assert shown == {r["type"]: (r["due"], r["later"], r["failed"]) for r in by_type}
+    assert any(failed for _, _, failed in shown.values())
     assert visit.page.locator("canvas[data-chart]").count() == 2
 
     visit.go("/fairness")
@@ -106,23 +110,25 @@ def test_overview_and_fairness_show_the_figures_the_database_holds(
     assert int(visit.page.inner_text("#tenant-count")) == tenants
     per_tenant = board_conn.execute(
         "select coalesce(tenant_id, '(no tenant)') as tenant, sum(n) as served"
-        " from fairqueue.served group by tenant_id"
+        " from fairqueue.served where n > 0 or head_id is not null group by tenant_id"
     ).fetchall()
     rows = {}
     for row in visit.page.locator("#tenants tbody tr").all():
         cells = [c.strip() for c in row.locator("th, td").all_inner_texts()]
         rows[cells[0]] = int(cells[3])
     assert rows == {r["tenant"]: r["served"] for r in per_tenant}
-    # Jain's index between groups, computed here from the rows.
-    counts = [
-        float(r["n"])
-        for r in board_conn.execute(
-            "select sum(n) as n from fairqueue.served where n > 0 or head_id is not null"
-            " group by group_key"
-        ).fetchall()
-    ]
-    jain = sum(counts) ** 2 / (len(counts) * sum(c * c for c in counts))
-    assert visit.page.inner_text("#group-index") == f"{jain:.3f}"
+    # Jain's index between tenants and between groups (each in one type's order), computed
+    # here from the rows.
+    for figure, key in (("#tenant-index", "tenant_key"), ("#group-index", "type, group_key")):
+        counts = [
+            float(r["n"])
+            for r in board_conn.execute(
+                "select sum(n) as n from fairqueue.served where n > 0 or head_id is not null"
+                " group by " + key
+            ).fetchall()
+        ]
+        jain = sum(counts) ** 2 / (len(counts) * sum(c * c for c in counts))
+        assert visit.page.inner_text(figure) == f"{jain:.3f}", figure
     assert visit.page.locator("canvas[data-chart]").count() == 3
     assert visit.errors == []
 

@@ -239,8 +239,8 @@ DOORS = {
     "schedule_ticks",
     "schedules_declare",
     # The operators' dashboard (sql/functions/dashboard.sql): keys, plans and counts only.
+    "dashboard_backlog",
     "dashboard_tenants",
-    "dashboard_fairness",
     "dashboard_plans",
     "dashboard_waiting",
     "dashboard_groups",

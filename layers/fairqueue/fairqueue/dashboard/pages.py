@@ -14,11 +14,11 @@ from ..db import Connection
 from ..errors import InvalidPayload
 from ..groups import pause_group, resume_group
 from ..job_info import STATUSES, JobInfo, find_jobs, get_job
-from ..overview import overview, split_group_key
+from ..overview import split_group_key
 from ..quotas import list_quotas
 from ..retrying import retry_job
 from ..runs import get_run, recent_runs
-from ..schedules.stored import find_schedules
+from ..schedules.stored import database_now, find_schedules
 from ..stage import Stage
 from ..waiting import why_waiting
 from . import charts, reads
@@ -78,33 +78,34 @@ def _page(template: str, ctx: Context, **values: Any) -> Page:
 
 def show_overview(ctx: Context) -> Page:
     """Backlog by type and plan, the day's runs by stop reason and the throughput per hour."""
-    look = overview(ctx.conn, runs=10)
+    now = database_now(ctx.conn)
     hours = reads.run_hours(ctx.conn)
     return _page(
         "overview.html",
         ctx,
-        look=look,
+        now=now,
+        types=reads.backlog(ctx.conn),
+        runs=recent_runs(ctx.conn, 10),
         plans=reads.plan_shares(ctx.conn),
-        runs_chart=charts.runs_by_hour(hours, look.taken_at),
-        throughput_chart=charts.throughput(hours, look.taken_at),
+        runs_chart=charts.runs_by_hour(hours, now),
+        throughput_chart=charts.throughput(hours, now),
     )
 
 
 def show_fairness(ctx: Context) -> Page:
     """Service per tenant and group, Jain's index, the longest waiting groups, plan shares."""
-    tenants = reads.tenant_service(ctx.conn)
-    look = overview(ctx.conn, runs=1, groups=20)
+    tenants, fairness = reads.tenant_service(ctx.conn)
+    most_served = reads.most_served(ctx.conn, charts.CHARTED)
     plans = reads.plan_shares(ctx.conn)
     return _page(
         "fairness.html",
         ctx,
-        fairness=reads.fairness(ctx.conn),
+        fairness=fairness,
         tenants=tenants,
-        most_served=look.most_served,
         waiting=reads.longest_waiting(ctx.conn, 20),
         plans=plans,
         tenants_chart=charts.tenant_service(tenants),
-        groups_chart=charts.group_service(look.most_served),
+        groups_chart=charts.group_service(most_served),
         plans_chart=charts.plan_shares(plans),
     )
 

@@ -1,6 +1,7 @@
-"""What the dashboard reads beyond the CLI's own reads: the served standings summed per tenant,
-group and plan, the day's fairness, credit balances and the runs by hour, each through a door
-of sql/functions/dashboard.sql (or the runs table, which the application role reads)."""
+"""What the dashboard reads beyond the CLI's own reads: the backlog per type, the served
+standings summed per tenant and plan with the day's fairness, the groups, credit balances and
+the runs by hour, each through a door of sql/functions/dashboard.sql (or the runs table, which
+the application role reads)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Final
 from uuid import UUID
 
 from ..db import Connection
-from ..overview import split_group_key
+from ..overview import ServedGroup, split_group_key
 from ..queries import query
 
 # How many rows a table of the dashboard shows: enough to act on, few enough to render fast.
@@ -18,12 +19,26 @@ SHOWN: Final = 50
 
 
 @dataclass(frozen=True)
+class Backlog:
+    """A type's jobs by state, every tenant's; ``failed_today``: failed in the last day."""
+
+    type: str
+    queued: int
+    due: int
+    scheduled: int
+    running: int
+    stuck: int
+    failed_today: int
+
+
+@dataclass(frozen=True)
 class TenantService:
-    """A tenant's jobs served in the last day over its groups; ``tenant_id`` None: no tenant."""
+    """A tenant's jobs served in the last day over its standings (a group's place in one
+    type's order), those waiting and those paused; ``tenant_id`` None: no tenant."""
 
     tenant_id: str | None
     plan: str
-    groups: int
+    standings: int
     served: int
     waiting: int
     paused: int
@@ -31,23 +46,24 @@ class TenantService:
 
 @dataclass(frozen=True)
 class Fairness:
-    """The day's service in one row; the indexes are None when nothing was served."""
+    """The day's service over the tenants and standings with work; the indexes (Jain's) are
+    None when nothing was served."""
 
     tenants: int
-    groups: int
+    standings: int
     served: int
     waiting: int
     tenant_index: float | None
-    group_index: float | None
+    standing_index: float | None
 
 
 @dataclass(frozen=True)
 class PlanShare:
-    """A plan's tenants, groups, jobs served in the last day and groups waiting."""
+    """A plan's tenants, standings, jobs served in the last day and standings waiting."""
 
     plan: str
     tenants: int
-    groups: int
+    standings: int
     served: int
     waiting: int
 
@@ -77,7 +93,8 @@ class WaitingGroup:
 
 @dataclass(frozen=True)
 class GroupRow:
-    """A group over its types: served in the last day, whether it has due work, whether paused."""
+    """A group: its most served type's count in the last day, whether any of its types has due
+    work, whether it is paused."""
 
     group_key: str
     tenant_id: str | None
@@ -113,44 +130,63 @@ class RunHour:
     jobs_failed: int
 
 
-def tenant_service(conn: Connection, limit: int = SHOWN) -> list[TenantService]:
-    """The most served tenants of the last day first."""
+def backlog(conn: Connection) -> list[Backlog]:
+    """Every type with open jobs or jobs failed in the last day, by name."""
+    return [Backlog(**r) for r in conn.execute(query("dashboard_backlog")).fetchall()]
+
+
+def tenant_service(conn: Connection, limit: int = SHOWN) -> tuple[list[TenantService], Fairness]:
+    """The most served tenants of the last day first, and the day's fairness over all of them."""
     rows = conn.execute(query("dashboard_tenants"), {"limit": limit}).fetchall()
-    return [
+    tenants = [
         TenantService(
             r["tenant_id"],
             r["plan"],
-            int(r["groups"]),
+            int(r["standings"]),
             int(r["served"]),
             int(r["waiting"]),
             int(r["paused"]),
         )
         for r in rows
     ]
-
-
-def fairness(conn: Connection) -> Fairness:
-    """The day's service between tenants and between groups."""
-    r = conn.execute(query("dashboard_fairness")).fetchone()
-    assert r is not None
-    return Fairness(
-        int(r["tenants"]),
-        int(r["groups"]),
-        int(r["served"]),
-        int(r["waiting"]),
-        r["tenant_index"],
-        r["group_index"],
+    if not rows:
+        return tenants, Fairness(0, 0, 0, 0, None, None)
+    totals = rows[0]
+    served = float(totals["all_served"])
+    return tenants, Fairness(
+        int(totals["all_tenants"]),
+        int(totals["all_standings"]),
+        int(totals["all_served"]),
+        int(totals["all_waiting"]),
+        _jain(served, int(totals["all_tenants"]), float(totals["tenant_squares"])),
+        _jain(served, int(totals["all_standings"]), float(totals["standing_squares"])),
     )
 
 
+def _jain(total: float, count: int, squares: float) -> float | None:
+    """Jain's index of ``count`` shares adding up to ``total`` whose squares add up to
+    ``squares``: 1 when all are equal, 1/count when one has everything."""
+    return total * total / (count * squares) if squares else None
+
+
 def plan_shares(conn: Connection) -> list[PlanShare]:
-    """Every plan with groups, by name ('' is the plan of the tenants with none)."""
+    """Every plan with standings, by name ('' is the plan of the tenants with none)."""
     rows = conn.execute(query("dashboard_plans")).fetchall()
     return [
         PlanShare(
-            r["plan"], int(r["tenants"]), int(r["groups"]), int(r["served"]), int(r["waiting"])
+            r["plan"], int(r["tenants"]), int(r["standings"]), int(r["served"]), int(r["waiting"])
         )
         for r in rows
+    ]
+
+
+def most_served(conn: Connection, limit: int) -> list[ServedGroup]:
+    """The standings served most in the last day (``fairqueue top``'s door)."""
+    rows = conn.execute(query("served_groups"), {"limit": limit}).fetchall()
+    return [
+        ServedGroup(str(r["type"]), str(r["group_key"]), int(r["served"]), bool(r["waiting"]))
+        for r in rows
+        if r["most"]
     ]
 
 
@@ -161,7 +197,7 @@ def longest_waiting(conn: Connection, limit: int = SHOWN) -> list[WaitingGroup]:
 
 
 def group_rows(conn: Connection, limit: int = SHOWN) -> list[GroupRow]:
-    """Paused groups first, then the most served."""
+    """Paused groups first, then those with the most served standing."""
     rows = conn.execute(query("dashboard_groups"), {"limit": limit}).fetchall()
     return [
         GroupRow(r["group_key"], r["tenant_id"], int(r["served"]), r["waiting"], r["paused"])

@@ -4,8 +4,8 @@
 -- name: dashboard_tenants
 select * from fairqueue.dashboard_tenants(%(limit)s);
 
--- name: dashboard_fairness
-select * from fairqueue.dashboard_fairness();
+-- name: dashboard_backlog
+select * from fairqueue.dashboard_backlog();
 
 -- name: dashboard_plans
 select * from fairqueue.dashboard_plans();
