@@ -30,7 +30,8 @@ from ..errors import (
 )
 from ..stage import Stage
 from . import pages
-from .sessions import COOKIE_NAME, Session, Sessions
+from .request import Request
+from .sessions import COOKIE_NAME, Sessions
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIEnvironment
@@ -59,20 +60,6 @@ SECURITY_HEADERS: Final = [
 _STATIC_NAME = re.compile(r"[a-z0-9.-]+\.(js|css|md)")
 
 Connections = Callable[[], AbstractContextManager[Connection]]
-
-
-@dataclass
-class Request:
-    """What a page and an action read of a request."""
-
-    method: str
-    path: str
-    base: str
-    query: dict[str, str]
-    form: dict[str, str]
-    secure: bool
-    session: Session | None = None
-    form_token: str = ""
 
 
 @dataclass

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 from uuid import UUID
 
 from ..cancelling import cancel_job
@@ -22,9 +22,7 @@ from ..schedules.stored import database_now, find_schedules
 from ..stage import Stage
 from ..waiting import why_waiting
 from . import charts, reads
-
-if TYPE_CHECKING:
-    from .app import Request
+from .request import Request
 
 # What an action's redirect says on the page it lands on.
 NOTES: Final = {
