@@ -208,6 +208,8 @@ def test_a_jobs_page_explains_why_it_waits(visit: Visit, board_conn: Connection)
     assert visit.page.inner_text("#status") == "pending"
     reasons = visit.texts("#waiting li")
     assert reasons, visit.page.inner_text("#waiting")
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    visit.page.screenshot(path=str(SHOTS / "job.png"), full_page=True)
     assert visit.errors == []
 
 
