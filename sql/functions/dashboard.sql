@@ -43,76 +43,102 @@ alter function fairqueue.dashboard_backlog() owner to fairqueue_owner;
 revoke all on function fairqueue.dashboard_backlog() from public, fairqueue_app;
 grant execute on function fairqueue.dashboard_backlog() to fairqueue_app;
 
--- Each tenant's service in the last day, the most served first: its plan, its standings (a
--- group's place in one type's order), the jobs they were served, how many wait and how many are
--- paused. Every row also carries the day's totals over all tenants, so that one pass over the
--- standings gives the fairness page its figures: tenants and standings with work, jobs served,
--- and the sums Jain's index is made of (the service per tenant squared, per standing squared).
--- The jobs with no tenant are the row whose tenant_id is null.
-create or replace function fairqueue.dashboard_tenants_unchecked(p_limit integer)
-returns table (tenant_id text, plan text, standings bigint, served numeric, waiting bigint,
-               paused bigint, all_tenants bigint, all_standings numeric, all_served numeric,
-               all_waiting numeric, tenant_squares numeric, standing_squares numeric)
+-- The last day's service in one pass over the standings (a group's place in one type's order)
+-- that were served in the day or wait now. Three kinds of row: one 'total' (how many tenants,
+-- standings, jobs served, standings waiting and paused, and the sums of squares Jain's index is
+-- made of: the service per tenant squared, per standing squared), one 'plan' per plan (its
+-- tenants, standings, served, waiting, paused), then a 'tenant' row for each of the p_limit most
+-- served tenants (the jobs with no tenant are the one whose tenant_id is null). Counts only.
+create or replace function fairqueue.dashboard_service_unchecked(p_limit integer)
+returns table (kind text, tenant_id text, plan text, tenants bigint, standings numeric,
+               served numeric, waiting numeric, paused numeric, tenant_squares numeric,
+               standing_squares numeric)
 language sql stable set search_path = pg_catalog, pg_temp
 as $$
--- One row per tenant, counting only the standings served in the day or waiting now.
-with per_tenant as (
-    select min(s.tenant_id) as tenant_id, min(s.plan) as plan, count(*) as standings,
-           sum(s.n) as served, sum(s.n::numeric * s.n) as squares,
+-- One row per tenant with work, read by the three parts below.
+with per_tenant as materialized (
+    select s.tenant_key, min(s.tenant_id) as tenant_id, min(s.plan) as plan,
+           count(*) as standings, sum(s.n) as served, sum(s.n::numeric * s.n) as squares,
            count(*) filter (where s.head_id is not null and not s.paused) as waiting,
            count(*) filter (where s.paused) as paused
       from fairqueue.served s
      where s.n > 0 or s.head_id is not null
      group by s.tenant_key
+),
+-- The day's totals.
+total as (
+    select 'total'::text, null::text, null::text, count(*), sum(t.standings), sum(t.served),
+           sum(t.waiting), sum(t.paused), sum(t.served * t.served), sum(t.squares)
+      from per_tenant t
+),
+-- Each plan's share.
+by_plan as (
+    select 'plan'::text, null::text, t.plan, count(*), sum(t.standings), sum(t.served),
+           sum(t.waiting), sum(t.paused), null::numeric, null::numeric
+      from per_tenant t
+     group by t.plan
+),
+-- The most served tenants.
+top as (
+    select 'tenant'::text, t.tenant_id, t.plan, 1::bigint, t.standings::numeric,
+           t.served, t.waiting::numeric, t.paused::numeric, null::numeric, null::numeric
+      from per_tenant t
+     order by t.served desc, t.tenant_id nulls first
+     limit p_limit
 )
-select t.tenant_id, t.plan, t.standings, t.served, t.waiting, t.paused,
-       count(*) over (), sum(t.standings) over (), sum(t.served) over (),
-       sum(t.waiting) over (), sum(t.served * t.served) over (), sum(t.squares) over ()
-  from per_tenant t
- order by t.served desc, t.tenant_id nulls first
- limit p_limit
+select * from total
+union all
+(select * from by_plan order by 3)
+union all
+select * from top
 $$;
 
-alter function fairqueue.dashboard_tenants_unchecked(integer) owner to fairqueue_owner;
-revoke all on function fairqueue.dashboard_tenants_unchecked(integer) from public, fairqueue_app;
+alter function fairqueue.dashboard_service_unchecked(integer) owner to fairqueue_owner;
+revoke all on function fairqueue.dashboard_service_unchecked(integer) from public, fairqueue_app;
 
-create or replace function fairqueue.dashboard_tenants(p_limit integer)
-returns table (tenant_id text, plan text, standings bigint, served numeric, waiting bigint,
-               paused bigint, all_tenants bigint, all_standings numeric, all_served numeric,
-               all_waiting numeric, tenant_squares numeric, standing_squares numeric)
+create or replace function fairqueue.dashboard_service(p_limit integer)
+returns table (kind text, tenant_id text, plan text, tenants bigint, standings numeric,
+               served numeric, waiting numeric, paused numeric, tenant_squares numeric,
+               standing_squares numeric)
 language sql stable security definer set search_path = pg_catalog, pg_temp
 as $$
 select fairqueue.door_argument(p_limit between 1 and 1000,
-    format('dashboard_tenants: limit must be from 1 to 1000, got %s', p_limit));
-select * from fairqueue.dashboard_tenants_unchecked(p_limit);
+    format('dashboard_service: limit must be from 1 to 1000, got %s', p_limit));
+select * from fairqueue.dashboard_service_unchecked(p_limit);
 $$;
 
-alter function fairqueue.dashboard_tenants(integer) owner to fairqueue_owner;
-revoke all on function fairqueue.dashboard_tenants(integer) from public, fairqueue_app;
-grant execute on function fairqueue.dashboard_tenants(integer) to fairqueue_app;
+alter function fairqueue.dashboard_service(integer) owner to fairqueue_owner;
+revoke all on function fairqueue.dashboard_service(integer) from public, fairqueue_app;
+grant execute on function fairqueue.dashboard_service(integer) to fairqueue_app;
 
--- Each plan's share of the day's service: its tenants, standings, jobs served and standings
--- waiting.
-create or replace function fairqueue.dashboard_plans()
-returns table (plan text, tenants bigint, standings numeric, served numeric, waiting numeric)
+-- The standings served most in the last day: type, group key and count, the most first.
+create or replace function fairqueue.dashboard_most_served_unchecked(p_limit integer)
+returns table (type text, group_key text, served bigint)
+language sql stable set search_path = pg_catalog, pg_temp
+as $$
+select s.type, s.group_key, s.n
+  from fairqueue.served s
+ where s.n > 0
+ order by s.n desc, s.type, s.group_key
+ limit p_limit
+$$;
+
+alter function fairqueue.dashboard_most_served_unchecked(integer) owner to fairqueue_owner;
+revoke all on function fairqueue.dashboard_most_served_unchecked(integer)
+    from public, fairqueue_app;
+
+create or replace function fairqueue.dashboard_most_served(p_limit integer)
+returns table (type text, group_key text, served bigint)
 language sql stable security definer set search_path = pg_catalog, pg_temp
 as $$
--- One row per plan and tenant first: a tenant is counted once in its plan.
-with per_tenant as (
-    select s.plan, s.tenant_key, count(*) as standings, sum(s.n) as served,
-           count(*) filter (where s.head_id is not null and not s.paused) as waiting
-      from fairqueue.served s
-     group by s.plan, s.tenant_key
-)
-select t.plan, count(*), sum(t.standings), sum(t.served), sum(t.waiting)
-  from per_tenant t
- group by t.plan
- order by t.plan
+select fairqueue.door_argument(p_limit between 1 and 1000,
+    format('dashboard_most_served: limit must be from 1 to 1000, got %s', p_limit));
+select * from fairqueue.dashboard_most_served_unchecked(p_limit);
 $$;
 
-alter function fairqueue.dashboard_plans() owner to fairqueue_owner;
-revoke all on function fairqueue.dashboard_plans() from public, fairqueue_app;
-grant execute on function fairqueue.dashboard_plans() to fairqueue_app;
+alter function fairqueue.dashboard_most_served(integer) owner to fairqueue_owner;
+revoke all on function fairqueue.dashboard_most_served(integer) from public, fairqueue_app;
+grant execute on function fairqueue.dashboard_most_served(integer) to fairqueue_app;
 
 -- The groups whose oldest due job has waited longest, paused ones included: type, key, plan,
 -- the day's count, whether paused, and the job at their head (its own page says why it waits).

@@ -240,8 +240,8 @@ DOORS = {
     "schedules_declare",
     # The operators' dashboard (sql/functions/dashboard.sql): keys, plans and counts only.
     "dashboard_backlog",
-    "dashboard_tenants",
-    "dashboard_plans",
+    "dashboard_service",
+    "dashboard_most_served",
     "dashboard_waiting",
     "dashboard_groups",
     "dashboard_balances",

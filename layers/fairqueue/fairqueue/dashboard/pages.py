@@ -84,7 +84,7 @@ def show_overview(ctx: Context) -> Page:
         now=now,
         types=reads.backlog(ctx.conn),
         runs=recent_runs(ctx.conn, 10),
-        plans=reads.plan_shares(ctx.conn),
+        plans=reads.service(ctx.conn, 1).plans,
         runs_chart=charts.runs_by_hour(hours, now),
         throughput_chart=charts.throughput(hours, now),
     )
@@ -92,19 +92,18 @@ def show_overview(ctx: Context) -> Page:
 
 def show_fairness(ctx: Context) -> Page:
     """Service per tenant and group, Jain's index, the longest waiting groups, plan shares."""
-    tenants, fairness = reads.tenant_service(ctx.conn)
+    served = reads.service(ctx.conn)
     most_served = reads.most_served(ctx.conn, charts.CHARTED)
-    plans = reads.plan_shares(ctx.conn)
     return _page(
         "fairness.html",
         ctx,
-        fairness=fairness,
-        tenants=tenants,
+        fairness=served.fairness,
+        tenants=served.tenants,
         waiting=reads.longest_waiting(ctx.conn, 20),
-        plans=plans,
-        tenants_chart=charts.tenant_service(tenants),
+        plans=served.plans,
+        tenants_chart=charts.tenant_service(served.tenants),
         groups_chart=charts.group_service(most_served),
-        plans_chart=charts.plan_shares(plans),
+        plans_chart=charts.plan_shares(served.plans),
     )
 
 

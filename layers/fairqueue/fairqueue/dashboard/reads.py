@@ -1,7 +1,7 @@
-"""What the dashboard reads beyond the CLI's own reads: the backlog per type, the served
-standings summed per tenant and plan with the day's fairness, the groups, credit balances and
-the runs by hour, each through a door of sql/functions/dashboard.sql (or the runs table, which
-the application role reads)."""
+"""What the dashboard reads beyond the CLI's own reads: the backlog per type, the day's service
+(its fairness, each plan's share, the most served tenants and standings), the longest waiting
+standings, the groups, credit balances and the runs by hour, each through a door of
+sql/functions/dashboard.sql (or the runs table, which the application role reads)."""
 
 from __future__ import annotations
 
@@ -135,9 +135,37 @@ def backlog(conn: Connection) -> list[Backlog]:
     return [Backlog(**r) for r in conn.execute(query("dashboard_backlog")).fetchall()]
 
 
-def tenant_service(conn: Connection, limit: int = SHOWN) -> tuple[list[TenantService], Fairness]:
-    """The most served tenants of the last day first, and the day's fairness over all of them."""
-    rows = conn.execute(query("dashboard_tenants"), {"limit": limit}).fetchall()
+@dataclass(frozen=True)
+class Service:
+    """The last day's service: its fairness, each plan's share, the most served tenants."""
+
+    fairness: Fairness
+    plans: list[PlanShare]
+    tenants: list[TenantService]
+
+
+def service(conn: Connection, limit: int = SHOWN) -> Service:
+    """The day's service in one read of the standings: the totals, every plan, and the
+    ``limit`` most served tenants first."""
+    rows = conn.execute(query("dashboard_service"), {"limit": limit}).fetchall()
+    total = next(r for r in rows if r["kind"] == "total")
+    served = float(total["served"] or 0)
+    tenants_count, standings = int(total["tenants"]), int(total["standings"] or 0)
+    fairness = Fairness(
+        tenants_count,
+        standings,
+        int(served),
+        int(total["waiting"] or 0),
+        _jain(served, tenants_count, float(total["tenant_squares"] or 0)),
+        _jain(served, standings, float(total["standing_squares"] or 0)),
+    )
+    plans = [
+        PlanShare(
+            r["plan"], int(r["tenants"]), int(r["standings"]), int(r["served"]), int(r["waiting"])
+        )
+        for r in rows
+        if r["kind"] == "plan"
+    ]
     tenants = [
         TenantService(
             r["tenant_id"],
@@ -148,19 +176,9 @@ def tenant_service(conn: Connection, limit: int = SHOWN) -> tuple[list[TenantSer
             int(r["paused"]),
         )
         for r in rows
+        if r["kind"] == "tenant"
     ]
-    if not rows:
-        return tenants, Fairness(0, 0, 0, 0, None, None)
-    totals = rows[0]
-    served = float(totals["all_served"])
-    return tenants, Fairness(
-        int(totals["all_tenants"]),
-        int(totals["all_standings"]),
-        int(totals["all_served"]),
-        int(totals["all_waiting"]),
-        _jain(served, int(totals["all_tenants"]), float(totals["tenant_squares"])),
-        _jain(served, int(totals["all_standings"]), float(totals["standing_squares"])),
-    )
+    return Service(fairness, plans, tenants)
 
 
 def _jain(total: float, count: int, squares: float) -> float | None:
@@ -169,24 +187,12 @@ def _jain(total: float, count: int, squares: float) -> float | None:
     return total * total / (count * squares) if squares else None
 
 
-def plan_shares(conn: Connection) -> list[PlanShare]:
-    """Every plan with standings, by name ('' is the plan of the tenants with none)."""
-    rows = conn.execute(query("dashboard_plans")).fetchall()
-    return [
-        PlanShare(
-            r["plan"], int(r["tenants"]), int(r["standings"]), int(r["served"]), int(r["waiting"])
-        )
-        for r in rows
-    ]
-
-
 def most_served(conn: Connection, limit: int) -> list[ServedGroup]:
-    """The standings served most in the last day (``fairqueue top``'s door)."""
-    rows = conn.execute(query("served_groups"), {"limit": limit}).fetchall()
+    """The standings served most in the last day."""
+    rows = conn.execute(query("dashboard_most_served"), {"limit": limit}).fetchall()
     return [
-        ServedGroup(str(r["type"]), str(r["group_key"]), int(r["served"]), bool(r["waiting"]))
+        ServedGroup(str(r["type"]), str(r["group_key"]), int(r["served"]), waiting=False)
         for r in rows
-        if r["most"]
     ]
 
 

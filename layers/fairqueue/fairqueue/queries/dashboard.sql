@@ -1,14 +1,14 @@
 -- The operators' dashboard (fairqueue.dashboard): its doors (sql/functions/dashboard.sql) and
 -- the runs table, which the application role reads.
 
--- name: dashboard_tenants
-select * from fairqueue.dashboard_tenants(%(limit)s);
+-- name: dashboard_service
+select * from fairqueue.dashboard_service(%(limit)s);
+
+-- name: dashboard_most_served
+select * from fairqueue.dashboard_most_served(%(limit)s);
 
 -- name: dashboard_backlog
 select * from fairqueue.dashboard_backlog();
-
--- name: dashboard_plans
-select * from fairqueue.dashboard_plans();
 
 -- name: dashboard_waiting
 select * from fairqueue.dashboard_waiting(%(limit)s);
