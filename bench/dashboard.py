@@ -6,7 +6,10 @@ repeats after one untimed fetch. The issue's bound is 200 ms a page.
 
 The rows are written as the superuser in a few statements (the pending jobs through the jobs
 table, so its triggers make the served standings; the finished jobs straight into their days),
-then analyzed. Charts are drawn by the browser afterwards and are not in the figure.
+then analyzed. Charts are drawn by the browser afterwards and are not in the figure. A job's
+page is timed on the newest failed job (its attempts, error and run; a waiting job's page
+also places it in its type's order, which is fairqueue.group_standing's time: bench/dashboard.md
+says what that costs here).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from typing import Any, Final
 
 from fairqueue.dashboard import DashboardServer
 from fairqueue.db import Connection, connect
+from fairqueue.stage import Stage
 
 from . import database
 from .formats import table
@@ -33,6 +37,10 @@ from .sizes import FULL, SMOKE, Sizes
 MAX_PAGE_S: Final = 0.2
 SECRET: Final = "bench-dashboard-" + "b" * 32
 PAGES: Final = ("/", "/fairness", "/jobs", "/failed", "/groups", "/quotas", "/runs", "/schedules")
+# The path a job's page is reported under.
+JOB_PAGE: Final = "/jobs/{id}"
+# The stage of the loaded jobs: what lets a job's page place it in its type's order.
+STAGES: Final = [Stage("bench_page", handler=lambda job: None)]
 
 
 @dataclass(frozen=True)
@@ -121,7 +129,7 @@ def load(conn: Connection, scale: Scale) -> None:
 def _served(dsn: str) -> Iterator[str]:
     """A dashboard server over ``dsn`` on a free port, answering in a thread; its URL."""
     stop = threading.Event()
-    board = DashboardServer(("127.0.0.1", 0), dsn, secret=SECRET)
+    board = DashboardServer(("127.0.0.1", 0), dsn, secret=SECRET, stages=STAGES)
     thread = threading.Thread(target=board.serve_until, args=(stop,), daemon=True)
     thread.start()
     try:
@@ -166,14 +174,20 @@ def measure(
     load(conn, scale)
     progress(f"dashboard: {scale.groups:,} groups, {scale.finished:,} finished jobs loaded")
     found = []
+    failed = conn.execute(
+        "select id from fairqueue.finished_jobs where status = 'failed'"
+        " order by created_at desc, id desc limit 1"
+    ).fetchone()
+    assert failed is not None
+    pages = {path: path for path in PAGES} | {JOB_PAGE: f"/jobs/{failed['id']}"}
     # The server's pool works as the application role, whatever login the DSN names.
     with _served(dsn) as url:
         cookie = _session(url)
-        for path in PAGES:
-            _fetch(url + path, cookie)  # untimed: the first fetch warms the caches
+        for path, fetched in pages.items():
+            _fetch(url + fetched, cookie)  # untimed: the first fetch warms the caches
             times, size = [], 0
             for _ in range(scale.repeats):
-                seconds, size = _fetch(url + path, cookie)
+                seconds, size = _fetch(url + fetched, cookie)
                 times.append(seconds)
             render = PageRender(
                 path, scale.groups, scale.finished, statistics.median(times), max(times), size

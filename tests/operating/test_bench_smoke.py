@@ -377,5 +377,6 @@ def check_dashboard(pages: list[dict[str, Any]]) -> None:
         "/quotas",
         "/runs",
         "/schedules",
+        "/jobs/{id}",
     ]
     assert all(p["median_s"] > 0 and p["bytes"] > 0 for p in pages)
