@@ -14,14 +14,13 @@ from typing import Any
 
 import psycopg
 import pytest
-from psycopg import sql
 
 from fairqueue import enqueue, run_pipeline
 from fairqueue.db import Connection, connect
 from fairqueue.dev.example import STAGES, seed_workload
 from support import jobs_stages
 from support.dashboard import HOSTILE, SECRET, chromium_or_skip
-from support.databases import ROOT, dsn_for
+from support.databases import ROOT, cloned_database
 
 # The dashboard test's own workload beside the example's: a failed job to retry, an open one
 # to cancel, and a tenant and group whose labels are markup.
@@ -32,15 +31,8 @@ FAILING_GROUP = "doomed-group"
 def board_admin_dsn(server_dsn: str, template_db: Any) -> Iterator[str]:
     """A migrated database for the module, as the server's superuser."""
     name = f"fq_dashboard_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(server_dsn, autocommit=True) as admin:
-        admin.execute(
-            sql.SQL("create database {} template {}").format(
-                sql.Identifier(name), sql.Identifier(template_db.current(admin))
-            )
-        )
-    yield dsn_for(server_dsn, name)
-    with psycopg.connect(server_dsn, autocommit=True) as admin:
-        admin.execute(sql.SQL("drop database if exists {} (force)").format(sql.Identifier(name)))
+    with cloned_database(server_dsn, name, template_db.current) as dsn:
+        yield dsn
 
 
 @pytest.fixture(scope="module")
