@@ -51,6 +51,12 @@ format: install
 bench: install
 	$(BIN)/python -m bench
 
+# The dashboard's pages alone (bench/dashboard.py), at the full run's sizes, in a scratch
+# database given as BENCH_DSN (superuser; its fairqueue tables are emptied).
+.PHONY: bench-dashboard
+bench-dashboard: install
+	$(BIN)/python -m bench.dashboard --dsn "$${BENCH_DSN:?set BENCH_DSN to a scratch database}"
+
 # sql/tables.sql: the tables of a freshly migrated schema, rendered from its catalogs on
 # DATABASE_URL's server or an embedded one (tests/support/tables_file.py); a test fails while it is stale.
 .PHONY: schema

@@ -15,6 +15,7 @@ from . import (
     admission,
     claim_scale,
     claim_tenants,
+    dashboard,
     database,
     doorbells,
     enqueue,
@@ -114,6 +115,7 @@ def run(dsn: str, sizes: Sizes, server: str, progress: Progress, *, keep: bool) 
         admitted = admission.measure(conn, dsn, sizes, progress)
         swept = schedules.measure(conn, dsn, sizes, progress)
         shared = shares.measure(conn, dsn, sizes, progress)
+        pages = dashboard.measure(conn, dsn, sizes, progress)
         database.reset(conn)
     changed = library_fingerprint() != library
     if changed:
@@ -140,6 +142,7 @@ def run(dsn: str, sizes: Sizes, server: str, progress: Progress, *, keep: bool) 
         doorbells=rung,
         schedules=swept,
         shares=shared,
+        dashboard=pages,
         elapsed_s=time.monotonic() - started,
     )
 

@@ -13,6 +13,7 @@ from . import (
     chart,
     claim_scale,
     claim_tenants,
+    dashboard,
     doorbells,
     enqueue,
     fairness_tenants,
@@ -118,6 +119,7 @@ def as_json(results: Results) -> dict[str, Any]:
         "doorbells": doorbells.as_json(results.doorbells),
         "schedules": schedules.as_json(results.schedules),
         "shares": shares.as_json(results.shares),
+        "dashboard": dashboard.as_json(results.dashboard),
     }
 
 
@@ -462,6 +464,7 @@ def markdown(results: Results) -> str:
         "",
         *shares.section(results.shares, results.sizes),
         "",
+        *dashboard.section(results.dashboard),
         f"Whole run: {results.elapsed_s:.0f} s.",
     ]
     if results.library_changed:

@@ -24,6 +24,7 @@ from . import (
     admission_report,
     claim_scale,
     claim_tenants,
+    dashboard,
     doorbells,
     enqueue,
     fairness_tenants,
@@ -333,6 +334,22 @@ def _shares(results: Results) -> list[Target]:
     ]
 
 
+def _dashboard(results: Results) -> list[Target]:
+    found = dashboard.slowest(results.dashboard)
+    if found is None:
+        return []
+    return [
+        Target(
+            goal=f"every dashboard page under {dashboard.MAX_PAGE_S * 1000:.0f} ms at"
+            f" {found.groups:,} groups and {found.finished:,} finished jobs",
+            fairqueue=f"slowest {found.path} {found.median_s * 1000:,.0f} ms",
+            other=f"bound {dashboard.MAX_PAGE_S * 1000:.0f} ms",
+            ratio=dashboard.MAX_PAGE_S / found.median_s,
+            met=found.median_s < dashboard.MAX_PAGE_S,
+        )
+    ]
+
+
 def evaluate(results: Results) -> list[Target]:
     goals = [
         ("pgqueuer", "drain >= pgqueuer's best", 1.0),
@@ -367,4 +384,5 @@ def evaluate(results: Results) -> list[Target]:
         *_doorbells(results),
         *_schedules(results),
         *_shares(results),
+        *_dashboard(results),
     ]

@@ -90,6 +90,8 @@ END) STORED,
 ALTER TABLE fairqueue.finished_jobs OWNER TO fairqueue_owner;
 ALTER TABLE fairqueue.finished_jobs ENABLE ROW LEVEL SECURITY;
 ALTER TABLE fairqueue.finished_jobs FORCE ROW LEVEL SECURITY;
+CREATE INDEX finished_jobs_created_idx ON ONLY fairqueue.finished_jobs USING btree (created_at, id);
+CREATE INDEX finished_jobs_failed_idx ON ONLY fairqueue.finished_jobs USING btree (finished_at, type) WHERE (status = 'failed'::text);
 CREATE INDEX finished_jobs_id_idx ON ONLY fairqueue.finished_jobs USING btree (id);
 CREATE INDEX finished_jobs_output_idx ON ONLY fairqueue.finished_jobs USING btree (finished_at) WHERE (output IS NOT NULL);
 CREATE INDEX finished_jobs_served_at_idx ON ONLY fairqueue.finished_jobs USING btree (served_at) WHERE (served_at IS NOT NULL);

@@ -26,7 +26,7 @@ from fairqueue.dev import pooler as local_pooler
 from fairqueue.dev.embedded import embedded_dsn
 from fairqueue.migrate import migrate
 from support import pooler as pooler_support
-from support.databases import dsn_for
+from support.databases import cloned_database, dsn_for
 
 
 @pytest.fixture(scope="session")
@@ -102,15 +102,8 @@ def template_db(server_dsn: str) -> Iterator[Template]:
 def admin_dsn(server_dsn: str, template_db: Template) -> Iterator[str]:
     """A fresh, migrated database for this test, as the server's superuser."""
     name = f"fq_test_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(server_dsn, autocommit=True) as admin:
-        admin.execute(
-            sql.SQL("create database {} template {}").format(
-                sql.Identifier(name), sql.Identifier(template_db.current(admin))
-            )
-        )
-    yield dsn_for(server_dsn, name)
-    with psycopg.connect(server_dsn, autocommit=True) as admin:
-        admin.execute(sql.SQL("drop database if exists {} (force)").format(sql.Identifier(name)))
+    with cloned_database(server_dsn, name, template_db.current) as dsn:
+        yield dsn
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -51,7 +51,7 @@ def makefile_handlers() -> set[str]:
 
 def test_every_function_is_built_by_the_one_recipe() -> None:
     functions = serverless_functions()
-    assert len(functions) == 5
+    assert len(functions) == 6
     for logical_id, resource in functions.items():
         properties = resource["Properties"]
         assert isinstance(properties, dict)
@@ -157,6 +157,8 @@ def cold_start(
             "JwtIssuer": "https://issuer.example.com",
             "JwtAudience": "fairqueue-client",
             "StagesSpec": "support.deployed_stages:STAGES",
+            # The operators' dashboard is deployed only with its secret.
+            "DashboardSecret": "d" * 32,
             **parameters,
         },
         refs={

@@ -60,6 +60,7 @@ def test_smoke_run_has_every_section_with_positive_numbers(admin_dsn: str, tmp_p
         "### Doorbells",
         "### Schedules",
         "### Weighted shares",
+        "### Dashboard pages",
     ):
         assert heading in stdout
     for loop in ("fairqueue run_pipeline", "bare SKIP LOCKED loop", "bare loop on fairqueue.jobs"):
@@ -89,6 +90,7 @@ def test_smoke_run_has_every_section_with_positive_numbers(admin_dsn: str, tmp_p
     check_doorbells(results["doorbells"], sizes)
     check_schedules(results["schedules"], sizes)
     check_shares(results["shares"], sizes)
+    check_dashboard(results["dashboard"])
 
 
 @pytest.mark.timeout(SMOKE_TIMEOUT_S + 10)
@@ -394,3 +396,19 @@ def check_admission(found: dict[str, Any], sizes: dict[str, Any]) -> None:
         assert run["jobs"] == sizes["throughput_jobs"]
         assert run["jobs_per_s"] > 0 and run["server_connections"] > 0, run
         assert run["ratio_to_direct"] > 0, run
+
+
+def check_dashboard(pages: list[dict[str, Any]]) -> None:
+    # Every page fetched, each with a time and a body.
+    assert [p["path"] for p in pages] == [
+        "/",
+        "/fairness",
+        "/jobs",
+        "/failed",
+        "/groups",
+        "/quotas",
+        "/runs",
+        "/schedules",
+        "/jobs/{id}",
+    ]
+    assert all(p["median_s"] > 0 and p["bytes"] > 0 for p in pages)

@@ -3,9 +3,10 @@ afresh and dropped afterwards, a DSN for another database on the same server."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import psycopg
 from psycopg import sql
@@ -30,6 +31,25 @@ def scratch_database(server_dsn: str, name: str) -> Iterator[str]:
     finally:
         with psycopg.connect(server_dsn, autocommit=True) as admin:
             admin.execute(drop)
+
+
+@contextmanager
+def cloned_database(server_dsn: str, name: str, template: Callable[[Any], str]) -> Iterator[str]:
+    """A database of this name cloned from the template that ``template`` names, given an
+    autocommit connection to the server; dropped afterwards."""
+    with psycopg.connect(server_dsn, autocommit=True) as admin:
+        admin.execute(
+            sql.SQL("create database {} template {}").format(
+                sql.Identifier(name), sql.Identifier(template(admin))
+            )
+        )
+    try:
+        yield dsn_for(server_dsn, name)
+    finally:
+        with psycopg.connect(server_dsn, autocommit=True) as admin:
+            admin.execute(
+                sql.SQL("drop database if exists {} (force)").format(sql.Identifier(name))
+            )
 
 
 def database_name(dsn: str) -> str:

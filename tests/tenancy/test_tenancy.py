@@ -238,6 +238,13 @@ DOORS = {
     "schedules_due",
     "schedule_ticks",
     "schedules_declare",
+    # The operators' dashboard (sql/functions/dashboard.sql): keys, plans and counts only.
+    "dashboard_backlog",
+    "dashboard_service",
+    "dashboard_most_served",
+    "dashboard_waiting",
+    "dashboard_groups",
+    "dashboard_balances",
 }
 
 

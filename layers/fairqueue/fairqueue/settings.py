@@ -31,7 +31,7 @@ DEFAULT_STAGES: Final = "fairqueue.dev.example:STAGES"
 
 DoorbellChoice = Literal["sqs", "postgres", "memory"]
 Pooler = Literal["none", "transaction"]
-Role = Literal["cron", "worker", "sweeper", "backstop", "all", "api"]
+Role = Literal["cron", "worker", "sweeper", "backstop", "all", "api", "dashboard"]
 
 
 # Set while Settings.from_mapping builds an object from a mapping alone.
@@ -274,6 +274,26 @@ class Settings(BaseSettings):
             "the local API's request threads and the most database connections it holds at"
             " once; a request waits for a free one",
         ),
+    )
+    # The operators' dashboard.
+    dashboard_secret: SecretStr | None = Field(
+        default=None,
+        **_var(
+            "FAIRQUEUE_DASHBOARD_SECRET",
+            "the operators' password for the dashboard (32 bytes or more), which also signs"
+            " its session cookies; `fairqueue serve --role all` runs the dashboard only when"
+            " it is set",
+        ),
+    )
+    dashboard_host: str = Field(
+        default="127.0.0.1",
+        **_var("FAIRQUEUE_DASHBOARD_HOST", "the address the dashboard listens on"),
+    )
+    dashboard_port: int = Field(
+        default=8090,
+        ge=0,
+        le=65_535,
+        **_var("FAIRQUEUE_DASHBOARD_PORT", "the port the dashboard listens on"),
     )
     tenant_claim: str = Field(
         default="tenant_id",

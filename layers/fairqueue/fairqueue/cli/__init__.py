@@ -226,8 +226,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("serve", "run the cron, worker, sweeper, backstop and API roles as one process")
     p.add_argument(
         "--role",
-        help="cron, worker, sweeper, backstop, api or all (default FAIRQUEUE_ROLE, else all;"
-        " all includes api when FAIRQUEUE_API_SECRET is set)",
+        help="cron, worker, sweeper, backstop, api, dashboard or all (default FAIRQUEUE_ROLE,"
+        " else all; all includes api when FAIRQUEUE_API_SECRET is set and dashboard when"
+        " FAIRQUEUE_DASHBOARD_SECRET is set)",
     )
     p.add_argument("--stages", help=stages_help)
     p.add_argument(

@@ -1,14 +1,16 @@
 """One process, many roles: the same code paths as the Lambda functions, for running elsewhere.
 
-``fairqueue serve --role cron|worker|sweeper|backstop|api|all`` (or ``FAIRQUEUE_ROLE``). Each
-role is a loop in a thread; a stop request (SIGTERM, Ctrl-C) lets each finish what it is doing:
-the cron run finishes its job in flight, gives back what it claimed but had not started, and
-closes its run row; the worker finishes the jobs whose handlers run, gives back the rest of what
-it claimed and closes its run rows (fairqueue.roles.dispatcher); the backstop finishes the batch
-of results it recorded, hooks included; the API answers the requests in flight. The backstop
-has a thread of its own so that the sweeper's lease recovery never waits behind a slow hook.
+``fairqueue serve --role cron|worker|sweeper|backstop|api|dashboard|all`` (or
+``FAIRQUEUE_ROLE``). Each role is a loop in a thread; a stop request (SIGTERM, Ctrl-C) lets each
+finish what it is doing: the cron run finishes its job in flight, gives back what it claimed but
+had not started, and closes its run row; the worker finishes the jobs whose handlers run, gives
+back the rest of what it claimed and closes its run rows (fairqueue.roles.dispatcher); the
+backstop finishes the batch of results it recorded, hooks included; the API answers the requests
+in flight. The backstop has a thread of its own so that the sweeper's lease recovery never waits
+behind a slow hook.
 ``all`` includes the API only when ``FAIRQUEUE_API_SECRET`` is set: without it, it could not
-verify a token. How long a stop request waits is ``fairqueue.roles.stopping``'s to bound.
+verify a token; likewise the dashboard only when ``FAIRQUEUE_DASHBOARD_SECRET`` is set, its
+operators' login. How long a stop request waits is ``fairqueue.roles.stopping``'s to bound.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Final
 
-from .. import api
+from .. import api, dashboard
 from ..doorbells import ringing
 from ..doorbells.receiving import source_for
 from ..errors import ConfigurationError
@@ -33,7 +35,7 @@ from .sweeper import sweep
 
 log = logging.getLogger("fairqueue.serve")
 
-ROLES: Final = ("cron", "worker", "sweeper", "backstop", "all", "api")
+ROLES: Final = ("cron", "worker", "sweeper", "backstop", "all", "api", "dashboard")
 CRON_INTERVAL_S: Final = 300.0
 SWEEP_INTERVAL_S: Final = 60.0
 
@@ -45,10 +47,20 @@ def roles_of(role: str) -> list[str]:
         )
     if role == "api":
         api.api_secret()  # refuses to start without a usable secret
+    if role == "dashboard":
+        dashboard.dashboard_secret()  # the same for the operators' login
     if role == "all":
         # The API joins only when it has a secret to verify its tokens with.
         with_api = settings().api_secret is not None
-        return ["cron", "worker", "sweeper", "backstop", *(["api"] if with_api else [])]
+        with_dashboard = settings().dashboard_secret is not None
+        return [
+            "cron",
+            "worker",
+            "sweeper",
+            "backstop",
+            *(["api"] if with_api else []),
+            *(["dashboard"] if with_dashboard else []),
+        ]
     return [role]
 
 
@@ -78,6 +90,12 @@ def serve(
         server = api.ApiServer(api.api_address(), dsn, secret=api.api_secret())
         print(f"fairqueue serve: the API listens on {server.url}", file=sys.stderr, flush=True)
         loops["api"] = lambda: _answer(server, stop)
+    if "dashboard" in roles:
+        board = dashboard.DashboardServer(
+            dashboard.dashboard_address(), dsn, secret=dashboard.dashboard_secret(), stages=stages
+        )
+        print(f"fairqueue serve: the dashboard listens on {board.url}", file=sys.stderr, flush=True)
+        loops["dashboard"] = lambda: _show(board, stop)
     failed: list[str] = []
     threads = [
         threading.Thread(target=_guarded(name, loops[name], stop, failed), name=f"fq-{name}")
@@ -147,3 +165,9 @@ def _answer(server: api.ApiServer, stop: threading.Event) -> None:
     """Serve requests until a stop is requested; closing waits for those in flight."""
     with server:
         server.serve_until(stop)
+
+
+def _show(board: dashboard.DashboardServer, stop: threading.Event) -> None:
+    """Serve the dashboard until a stop is requested."""
+    with board:
+        board.serve_until(stop)
