@@ -155,9 +155,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     for g in args.groups:
         for level in args.fair_shares:
             for q in args.quanta:
-                fair = medians[fair_label(g, q, args.workers, level)]
+                label = fair_label(g, q, args.workers, level)
+                fair = medians[label]
+                # The ratios are named as the drains are, without the product and the workers.
+                named = label.removeprefix("fairqueue ").rsplit(" x", 1)[0]
                 print(
-                    f"over {g:,} groups by {level}, quantum {q}: fair / plain {fair / plain:.2f},"
+                    f"{named}: fair / plain {fair / plain:.2f},"
                     f" fair / pgqueuer's best {fair / best_peer:.2f}"
                 )
     return 0

@@ -74,9 +74,11 @@ with ranked as (
 ), mine as (
     select r.place from ranked r where r.group_key = p_group_key
 )
+-- The group's own place is read once (an InitPlan): joined to the ranking instead, the planner
+-- may rescan one ranking for each row of the other, quadratic in the standings.
 select r.place, r.group_key = p_group_key, r.plan, r.n, r.head_created_at
-  from ranked r, mine m
- where r.place between m.place - p_ahead and m.place
+  from ranked r
+ where r.place between (select m.place from mine m) - p_ahead and (select m.place from mine m)
  order by r.place desc
 $$;
 
@@ -142,7 +144,7 @@ with ranked as (
 ),
 -- The job's own tenant, whose place the answer is counted back from.
 mine as (
-    select r.place, r.tenant_key from ranked r
+    select r.place from ranked r
      where r.tenant_key = fairqueue.group_tenant_key(p_group_key)
 ),
 -- The groups of that tenant ahead of the job's, in the order within a tenant.
@@ -155,10 +157,12 @@ within_tenant as (
        and (s.n, s.head_created_at, s.head_id) < (g.n, g.head_created_at, g.head_id)
      where g.type = p_type and g.group_key = p_group_key
 )
+-- The tenant's own place is read once, as in group_standing_unchecked.
 select r.place, r.tenant_key = m.tenant_key, r.plan, r.served, r.best_created_at,
        case when r.tenant_key = m.tenant_key then (select w.ahead from within_tenant w) end
-  from ranked r, mine m
- where r.place between m.place - p_ahead and m.place
+  from ranked r
+ cross join (select fairqueue.group_tenant_key(p_group_key) as tenant_key) m
+ where r.place between (select o.place from mine o) - p_ahead and (select o.place from mine o)
  order by r.place desc
 $$;
 
