@@ -410,5 +410,6 @@ def check_dashboard(pages: list[dict[str, Any]]) -> None:
         "/runs",
         "/schedules",
         "/jobs/{id}",
+        "/jobs/{id} (waiting)",
     ]
     assert all(p["median_s"] > 0 and p["bytes"] > 0 for p in pages)
