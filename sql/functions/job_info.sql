@@ -80,10 +80,15 @@ revoke all on function fairqueue.find_jobs(uuid[], text, text, text, text, integ
     from public, fairqueue_app;
 grant execute on function fairqueue.find_jobs(uuid[], text, text, text, text, integer) to fairqueue_app;
 
--- A group's place in its type's group order (plan priority, fewest served, oldest head) and the
--- standings of the p_ahead groups just before it, nearest first, the group's own row first of
--- all. place counts the groups ahead. No row when the group has no due job to offer or is
--- paused. Plans and served counts only: no key, no id of another group.
+-- A group's place in its type's group order (plan priority, fewest whole quanta served, oldest
+-- head) and the standings of the p_ahead groups just before it, nearest first, the group's own
+-- row first of all. place counts the groups ahead. No row when the group has no due job to offer
+-- or is paused. Plans and served counts only: no key, no id of another group.
+--
+-- Read from the standing index plan by plan, as the claim reads it: the place counts every
+-- standing of a higher plan and those of its own priority before it in the index, and the
+-- nearest are the last p_ahead of each such plan before it, merged. Ranking every standing of
+-- the type instead cost a sort of all of them (140 ms at 100,000 groups).
 create or replace function fairqueue.group_standing_unchecked(
     p_type text,
     p_group_key text,
@@ -95,23 +100,87 @@ create or replace function fairqueue.group_standing_unchecked(
                  oldest_created_at timestamptz)
 language sql stable set search_path = pg_catalog, pg_temp
 as $$
-with ranked as (
-    select s.group_key, s.plan, s.n, s.head_created_at,
-           row_number() over (
-               order by fairqueue.plan_priority(s.plan, p_plan_names, p_plan_priorities,
-                                                p_default_priority) desc,
-                        s.n / s.quantum, s.head_created_at, s.head_id) - 1 as place
+-- The group's own standing, with its priority.
+with own as (
+    select s.plan, s.n, s.n / s.quantum as level, s.head_created_at, s.head_id,
+           fairqueue.plan_priority(s.plan, p_plan_names, p_plan_priorities, p_default_priority)
+               as priority
       from fairqueue.served s
-     where s.type = p_type and s.head_id is not null and not s.paused
-), mine as (
-    select r.place from ranked r where r.group_key = p_group_key
+     where s.type = p_type and s.group_key = p_group_key and s.head_id is not null
+       and not s.paused
+),
+-- The plans with standing groups (a skip scan of the index), those at or above its priority.
+plans as (
+    with recursive present (plan) as (
+        (select s.plan from fairqueue.served s
+          where s.type = p_type and s.head_id is not null and not s.paused
+          order by s.plan limit 1)
+        union all
+        select (select s.plan from fairqueue.served s
+                 where s.type = p_type and s.head_id is not null and not s.paused
+                   and s.plan > p.plan
+                 order by s.plan limit 1)
+          from present p
+         where p.plan is not null
+    )
+    select p.plan, fairqueue.plan_priority(p.plan, p_plan_names, p_plan_priorities,
+                                           p_default_priority) as priority
+      from present p, own o
+     where p.plan is not null
+       and fairqueue.plan_priority(p.plan, p_plan_names, p_plan_priorities,
+                                   p_default_priority) >= o.priority
+),
+-- Each such plan's standings ahead of the group: all of a higher plan's, and those of its own
+-- priority before it in the index order; how many, and the last p_ahead of them.
+ahead as (
+    select l.plan, l.priority, c.before
+      from plans l, own o
+     cross join lateral (
+         select count(*) as before
+           from fairqueue.served s
+          where s.type = p_type and s.plan = l.plan and s.head_id is not null and not s.paused
+            and l.priority > o.priority
+         union all
+         select count(*)
+           from fairqueue.served s
+          where s.type = p_type and s.plan = l.plan and s.head_id is not null and not s.paused
+            and l.priority = o.priority
+            and (s.n / s.quantum, s.head_created_at, s.head_id)
+                < (o.level, o.head_created_at, o.head_id)) c
+),
+nearest as (
+    select x.plan, x.n, x.head_created_at,
+           row_number() over (order by l.priority, x.level desc, x.head_created_at desc,
+                                       x.head_id desc) as distance
+      from plans l, own o
+     cross join lateral (
+         (select s.plan, s.n, s.n / s.quantum as level, s.head_created_at, s.head_id
+            from fairqueue.served s
+           where s.type = p_type and s.plan = l.plan and s.head_id is not null and not s.paused
+             and l.priority > o.priority
+           order by s.n / s.quantum desc, s.head_created_at desc, s.head_id desc
+           limit p_ahead)
+         union all
+         (select s.plan, s.n, s.n / s.quantum, s.head_created_at, s.head_id
+            from fairqueue.served s
+           where s.type = p_type and s.plan = l.plan and s.head_id is not null and not s.paused
+             and l.priority = o.priority
+             and (s.n / s.quantum, s.head_created_at, s.head_id)
+                 < (o.level, o.head_created_at, o.head_id)
+           order by s.n / s.quantum desc, s.head_created_at desc, s.head_id desc
+           limit p_ahead)) x
+),
+-- The group's place: every standing ahead of it.
+mine as (
+    select coalesce(sum(a.before), 0)::bigint as place from ahead a
 )
--- The group's own place is read once (an InitPlan): joined to the ranking instead, the planner
--- may rescan one ranking for each row of the other, quadratic in the standings.
-select r.place, r.group_key = p_group_key, r.plan, r.n, r.head_created_at
-  from ranked r
- where r.place between (select m.place from mine m) - p_ahead and (select m.place from mine m)
- order by r.place desc
+select m.place, true, o.plan, o.n, o.head_created_at
+  from own o, mine m
+union all
+select m.place - n.distance, false, n.plan, n.n, n.head_created_at
+  from nearest n, mine m
+ where n.distance <= p_ahead
+ order by 1 desc
 $$;
 
 alter function fairqueue.group_standing_unchecked(text, text, text[], integer[], integer, integer)
