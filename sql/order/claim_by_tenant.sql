@@ -320,29 +320,29 @@ revoke all on function fairqueue.claim_by_tenant_picks(text, integer, text[], in
     boolean) from public, fairqueue_app;
 
 -- The fair claim at the tenant level (Stage(fair_share="tenant")), the one definition of that
--- order: plan priority, then the tenant served the fewest whole quanta of this type in the last
--- day (its best group breaking ties), the tenant at the top giving the rest of its quantum, then
--- within the tenant the group served least, then the oldest job; each pick counts for the next
--- at both levels. A batch of N is exactly the first N picks of that order made one at a time,
--- less the jobs another transaction holds.
+-- order: plan priority, then the tenant served the fewest whole quanta of this type in the last day
+-- (its best group breaking ties), the tenant at the top giving the rest of its quantum, then within
+-- the tenant the group served least, then the oldest job; each pick counts for the next at both
+-- levels. A batch of N is exactly the first N picks of that order made one at a time, less the jobs
+-- another transaction holds.
 --
--- A tenant's own picks, in the order it makes them, are the group-level order of its groups
--- alone (one job a turn), and its pick k (from 0) stands at level (its served count + k) /
--- its quantum (its standing's: the stage's, or under shares its plan's); its picks of one level are a run, and each stands where the run's first pick
--- stands: (level, that pick's place among its groups, then its own number). With a quantum (a
--- stage's quantum=q) the tenant at the top so gives the rest of its quantum in a row; with 1
--- every run is one pick. Every tenant's picks rise in that key, so taking the picks one at a
--- time is merging the tenants' sequences, and a batch is the N smallest keys of the merge. The
--- first N tenants (by their first pick, which their standing carries) hold all of them. Each of
--- those can take at most as many picks as the bound below allows (the tenants at or below each
--- level take at least one pick each before its picks past that level); within a tenant the same
--- bound over its groups says how many jobs each group can give. Those jobs are ranked within
--- their tenants, then all together, and locked in that order until the batch is full
+-- A tenant's own picks, in the order it makes them, are the group-level order of its groups alone
+-- (one job a turn), and its pick k (from 0) stands at level (its served count + k) / its quantum
+-- (its standing's: the stage's, or under shares its plan's); its picks of one level are a run, and
+-- each stands where the run's first pick stands: (level, that pick's place among its groups, then
+-- its own number). With a quantum (a stage's quantum=q) the tenant at the top so gives the rest of
+-- its quantum in a row; with 1 every run is one pick. Every tenant's picks rise in that key, so
+-- taking the picks one at a time is merging the tenants' sequences, and a batch is the N smallest
+-- keys of the merge. The first N tenants (by their first pick, which their standing carries) hold
+-- all of them. Each of those can take at most as many picks as the bound below allows (the tenants
+-- at or below each level take at least one pick each before its picks past that level); within a
+-- tenant the same bound over its groups says how many jobs each group can give. Those jobs are
+-- ranked within their tenants, then all together, and locked in that order until the batch is full
 -- (claim_by_tenant_picks).
 --
--- Claims by tenant of one type take turns (a transaction lock per type): the tenant standings
--- are written by these claims alone, from the log the triggers on served append to, so the
--- writers of groups never wait on a tenant's row.
+-- Claims by tenant of one type take turns (a transaction lock per type): the tenant standings are
+-- written by these claims alone, from the log the triggers on served append to, so the writers of
+-- groups never wait on a tenant's row.
 create or replace function fairqueue.claim_by_tenant_unchecked(
     p_type text,
     p_batch integer,

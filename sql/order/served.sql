@@ -226,8 +226,8 @@ revoke all on function fairqueue.recompute_heads(text[], text[], bigint[],
     timestamp with time zone[], uuid[], timestamp with time zone[]) from public, fairqueue_app;
 
 -- Sets the whole standing of these rows from the jobs, the tenant and the group: wake time, plan
--- (and its quantum) and pause, then the head. For groups whose jobs came due, and for a standing the claim found
--- wrong. The caller holds the rows locked.
+-- (and its quantum) and pause, then the head. For groups whose jobs came due, and for a standing
+-- the claim found wrong. The caller holds the rows locked.
 create or replace function fairqueue.recompute_standings(p_types text[], p_group_keys text[])
 returns void
 language plpgsql set search_path = pg_catalog, pg_temp set jit = off

@@ -1,12 +1,12 @@
--- A group's standing carries its tenant's plan (and the plan's quantum) and whether it is
--- paused, so the claim's index can rank and skip groups without reading tenants or groups. One
+-- A group's standing carries its tenant's plan (and the plan's quantum) and whether it is paused,
+-- so the claim's index can rank and skip groups without reading tenants or groups. One
 -- statement-level trigger function copies a plan change and a pause or resume into the standing
--- rows, as the owner; its argument names the column it copies: 'plan' (triggers on tenants) or 'paused' (triggers on
--- groups). A row inserted or updated gives its value, a row deleted the value of no tenant ('')
--- or of a group never paused (false); either way the changed rows reach it as changed_rows. A
--- change is rare, so it looks the rows up without an index of its own. It first waits for the
--- tenant-level claims in flight (fairqueue.lock_tenant_level_claims), then locks the rows it
--- writes in key order across all of the statement's tenants or groups: written in the order
+-- rows, as the owner; its argument names the column it copies: 'plan' (triggers on tenants) or
+-- 'paused' (triggers on groups). A row inserted or updated gives its value, a row deleted the value
+-- of no tenant ('') or of a group never paused (false); either way the changed rows reach it as
+-- changed_rows. A change is rare, so it looks the rows up without an index of its own. It first
+-- waits for the tenant-level claims in flight (fairqueue.lock_tenant_level_claims), then locks the
+-- rows it writes in key order across all of the statement's tenants or groups: written in the order
 -- they were found, a plan change deadlocked now and then with a claim or an enqueue writing the
 -- same rows in another order.
 
