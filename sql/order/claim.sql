@@ -168,6 +168,25 @@ revoke all on function fairqueue.claim(text, integer, double precision, text, uu
 grant execute on function fairqueue.claim(text, integer, double precision, text, uuid, text[],
     integer[], integer, integer[], integer) to fairqueue_app;
 
+-- A plan's quantum in a type's quanta as quanta_map keeps them: the plan's beside its name, else
+-- the default. The one spelling of that lookup, for the group standings (standing_quantum) and
+-- the tenant standings (tenant_quantum, sql/order/tenant_standings.sql). No SET clause, so that
+-- it is inlined where it is called.
+create or replace function fairqueue.plan_quantum(
+    p_plan text,
+    p_plan_names text[],
+    p_plan_quanta integer[],
+    p_default_quantum integer
+) returns integer
+language sql immutable parallel safe
+as $$
+select coalesce(p_plan_quanta[pg_catalog.array_position(p_plan_names, p_plan)], p_default_quantum)
+$$;
+
+alter function fairqueue.plan_quantum(text, text[], integer[], integer) owner to fairqueue_owner;
+revoke all on function fairqueue.plan_quantum(text, text[], integer[], integer)
+    from public, fairqueue_app;
+
 -- The quantum of a type's standing of a plan (sql/migrations/0051_shares.sql): the plan's in
 -- type_quanta's row of the type, else that row's default, else 1. Every standing carries it, so
 -- that the standing index ranks the type's groups by whole quanta served; the enqueue's triggers
@@ -176,8 +195,7 @@ grant execute on function fairqueue.claim(text, integer, double precision, text,
 create or replace function fairqueue.standing_quantum(p_type text, p_plan text) returns integer
 language sql stable
 as $$
-select coalesce((select coalesce(q.plan_quanta[pg_catalog.array_position(q.plan_names, p_plan)],
-                                 q.quantum)
+select coalesce((select fairqueue.plan_quantum(p_plan, q.plan_names, q.plan_quanta, q.quantum)
                    from fairqueue.type_quanta q
                   where q.type = p_type),
                 1)

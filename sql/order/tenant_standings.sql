@@ -84,8 +84,7 @@ revoke all on function fairqueue.tenant_standings_fold(text) from public, fairqu
 create or replace function fairqueue.tenant_quantum(p_type text, p_plan text) returns integer
 language sql stable
 as $$
-select coalesce((select coalesce(l.plan_quanta[pg_catalog.array_position(l.plan_names, p_plan)],
-                                 l.quantum)
+select coalesce((select fairqueue.plan_quantum(p_plan, l.plan_names, l.plan_quanta, l.quantum)
                    from fairqueue.tenant_level_types l
                   where l.type = p_type),
                 1)
