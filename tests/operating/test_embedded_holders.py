@@ -77,8 +77,10 @@ def read_until(process: subprocess.Popen[str], text: str) -> None:
 
 
 def ended(process: subprocess.Popen[str]) -> int:
-    """The process's exit status once it has ended, its pipe read and closed."""
-    process.communicate(timeout=60)
+    """The process's exit status once it has ended, its pipe read and closed; what it said
+    last is passed on to the test's own standard error, which pytest shows when it fails."""
+    _, said = process.communicate(timeout=60)
+    print(said[-3000:], file=sys.stderr)
     return process.returncode
 
 

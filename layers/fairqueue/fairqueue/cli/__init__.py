@@ -21,7 +21,7 @@ from ..jobs import enqueue
 from ..migrate import migrate
 from ..plans import PLANS
 from ..roles import cron, function, serve
-from ..roles.stopping import stop_on_signals
+from ..roles.stopping import say, stop_on_signals
 from ..runs import recent_runs
 from ..settings import settings
 from . import credits, groups, jobs, schedules, top
@@ -99,8 +99,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     def abort(signum: int) -> None:
         # Each role is a thread that cannot be interrupted: the process ends here, its jobs
         # left to their leases and its open run rows to the sweeper.
-        print(f"fairqueue serve: {signal.Signals(signum).name}: aborted", file=sys.stderr)
-        sys.stderr.flush()
+        say(f"fairqueue serve: {signal.Signals(signum).name}: aborted")
         release_embedded()
         os._exit(128 + signum)
 

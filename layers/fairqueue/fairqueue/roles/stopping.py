@@ -10,6 +10,7 @@ its open run rows left to the sweeper. Jobs whose handlers had started are left 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
@@ -29,12 +30,10 @@ def stop_on_signals(stop: threading.Event, announce: str, abort: Callable[[int],
         if stop.is_set():
             abort(signum)
             return
-        print(
-            f"\n{announce} (again to abort; aborts by itself after {grace_s:g} s)",
-            file=sys.stderr,
-            flush=True,
-        )
+        # Set before the announcement: a second signal sent as soon as it is read may be
+        # handled before this handler's next line, and must find the stop already asked for.
         stop.set()
+        say(f"\n{announce} (again to abort; aborts by itself after {grace_s:g} s)")
         # The grace ends as if the signal came again: a real one, which also wakes a main
         # thread blocked waiting for its roles' threads.
         timer = threading.Timer(grace_s, os.kill, args=(os.getpid(), signum))
@@ -43,3 +42,11 @@ def stop_on_signals(stop: threading.Event, announce: str, abort: Callable[[int],
 
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
+
+
+def say(line: str) -> None:
+    """Write ``line`` to standard error from a signal handler, straight to the descriptor: the
+    handler runs on the main thread wherever that thread is, and a write to the buffered
+    ``sys.stderr`` from inside another may fail as a "reentrant call"."""
+    with contextlib.suppress(OSError):  # no standard error left to tell
+        os.write(sys.stderr.fileno(), f"{line}\n".encode())
