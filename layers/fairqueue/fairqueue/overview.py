@@ -13,14 +13,10 @@ from .runs import RunRow, recent_runs
 from .status import TypeStatus, queue_status
 
 
-@dataclass(frozen=True)
-class ServedGroup:
-    """A group's jobs of a type served in the last day; ``waiting``: it has due work now."""
+class GroupKeyed:
+    """A row named by its group's key (``group_key``), read back as its tenant and group."""
 
-    type: str
     group_key: str
-    served: int
-    waiting: bool
 
     @property
     def tenant_id(self) -> str | None:
@@ -31,6 +27,16 @@ class ServedGroup:
     def group_id(self) -> str | None:
         """The group's id; None for the tenant's default group (its jobs with no group)."""
         return split_group_key(self.group_key)[1]
+
+
+@dataclass(frozen=True)
+class ServedGroup(GroupKeyed):
+    """A group's jobs of a type served in the last day; ``waiting``: it has due work now."""
+
+    type: str
+    group_key: str
+    served: int
+    waiting: bool
 
 
 # A key as fairqueue.group_key spells it (sql/functions/group_key.sql): the tenant with \ and /

@@ -11,7 +11,7 @@ from typing import Final
 from uuid import UUID
 
 from ..db import Connection
-from ..overview import ServedGroup, split_group_key
+from ..overview import GroupKeyed, ServedGroup, split_group_key
 from ..queries import query
 
 # How many rows a table of the dashboard shows: enough to act on, few enough to render fast.
@@ -69,7 +69,7 @@ class PlanShare:
 
 
 @dataclass(frozen=True)
-class WaitingGroup:
+class WaitingGroup(GroupKeyed):
     """A group with due work: its oldest due job ``head_id`` and when that was made."""
 
     type: str
@@ -79,16 +79,6 @@ class WaitingGroup:
     paused: bool
     head_id: UUID
     head_created_at: datetime
-
-    @property
-    def tenant_id(self) -> str | None:
-        """The group's tenant; None for no tenant."""
-        return split_group_key(self.group_key)[0]
-
-    @property
-    def group_id(self) -> str | None:
-        """The group's id; None for its tenant's default group."""
-        return split_group_key(self.group_key)[1]
 
 
 @dataclass(frozen=True)
