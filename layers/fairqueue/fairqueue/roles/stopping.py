@@ -23,11 +23,22 @@ from ..settings import settings
 
 def stop_on_signals(stop: threading.Event, announce: str, abort: Callable[[int], None]) -> None:
     """Set ``stop`` on the first SIGINT or SIGTERM and print ``announce``; call ``abort`` with
-    the signal's number on the main thread at a second one or when the grace runs out."""
+    the signal's number on the main thread at a second one or when the grace runs out. Once
+    the abort has begun, later signals are ignored: it ends the process."""
     grace_s = settings().stop_grace_s
+    aborting = threading.Event()
+    grace: list[threading.Timer] = []
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
+        if aborting.is_set():
+            # An abort is under way and ends the process. Handled again inside it (the grace
+            # running out while the abort waits for the embedded server's lock), a second abort
+            # would interleave with the first's half-done work.
+            return
         if stop.is_set():
+            aborting.set()
+            for timer in grace:
+                timer.cancel()
             abort(signum)
             return
         # Set before the announcement: a second signal sent as soon as it is read may be
@@ -39,6 +50,7 @@ def stop_on_signals(stop: threading.Event, announce: str, abort: Callable[[int],
         timer = threading.Timer(grace_s, os.kill, args=(os.getpid(), signum))
         timer.daemon = True
         timer.start()
+        grace.append(timer)
 
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
