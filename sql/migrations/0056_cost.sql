@@ -32,3 +32,9 @@ drop function if exists fairqueue.claim_picks(text, integer, text[], integer[], 
 drop function if exists fairqueue.take_claimed(uuid[], double precision, text, uuid);
 drop function if exists fairqueue.finished_rows_of(uuid[], timestamp with time zone,
     timestamp with time zone);
+drop function if exists fairqueue.claim_by_tenant(text, integer, double precision, text, uuid,
+    text[], integer[], integer, integer[], integer);
+drop function if exists fairqueue.claim_by_tenant_unchecked(text, integer, double precision,
+    text, uuid, text[], integer[], integer, integer[], integer);
+drop function if exists fairqueue.claim_by_tenant_picks(text, integer, text[], integer[],
+    integer, boolean);

@@ -50,7 +50,7 @@ select r.id, r.type, r.payload, r.tenant_id, r.group_id, r.attempts, r.max_attem
           from fairqueue.claim_by_tenant(%(type)s, %(batch)s, %(lease_s)s, %(locked_by)s,
                                          %(run_id)s, %(plan_names)s, %(plan_priorities)s,
                                          %(default_priority)s, %(plan_quanta)s,
-                                         %(default_quantum)s) c) c
+                                         %(default_quantum)s, %(by_cost)s) c) c
  cross join lateral fairqueue.read_claimed(c.tenant_ids, c.ids, %(locked_by)s) r;
 
 -- name: has_claimable

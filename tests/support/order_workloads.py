@@ -99,13 +99,13 @@ def load(conn: Connection, job_type: str, workload: Workload) -> list[Due]:
     return due
 
 
-def history_served(workload: Workload, fair_by: FairBy = "jobs") -> Counter[Key]:
+def history_served(workload: Workload) -> Counter[Key]:
     """What the workload's history counts as served per group: its entries within the day, each
-    its cost by cost (as the history's rows count it), else one."""
+    its cost (as the history's rows count it, whatever the stage counts by)."""
     served: Counter[Key] = Counter()
     for place, (key, recent) in enumerate(workload.history):
         if recent:
-            served[key] += workload.cost(place) if fair_by == "cost" else 1
+            served[key] += workload.cost(place)
     return served
 
 
@@ -178,9 +178,11 @@ def next_tenant_picks(
     *,
     plans: Plans = PLANS,
     order: Order = "priority",
+    fair_by: FairBy = "jobs",
 ) -> list[object]:
     """The next ``batch`` picks of the tenant order (Stage(fair_share="tenant")), one job at a
-    time, taken out of ``due`` and counted in both counters: the tenants ranked by plan priority
+    time, taken out of ``due`` and counted in both counters (each job one, or by cost its
+    cost): the tenants ranked by plan priority
     (highest first; under shares every plan ranks alike), then by whole quanta served (their
     count // their quantum), then by their best group (its count, then its oldest due job); the
     tenant at the top gives picks until it completes its current quantum or has none left, each
@@ -209,9 +211,11 @@ def next_tenant_picks(
                 break
             job = min(jobs, key=in_tenant)
             due.remove(job)
-            group_served[job[1]] += 1
-            tenant_served[top] += 1
+            level = tenant_served[top] // quantum_of(top)
+            units = job[3] if fair_by == "cost" else 1
+            group_served[job[1]] += units
+            tenant_served[top] += units
             picks.append(job[0])
-            if tenant_served[top] % quantum_of(top) == 0:
+            if tenant_served[top] // quantum_of(top) != level:
                 break
     return picks

@@ -154,7 +154,7 @@ class Stage:
     # quantum of quantum x weight (at the tenant level, a plan's tenants).
     order: Order = "priority"
     # What the order counts as service (docs/guide/fairness.md): "jobs", one a job; "cost",
-    # each job its cost, settled to the quota units it spent. Kept at the group level only.
+    # each job its cost, settled to the quota units it spent. At either level.
     fair_by: FairBy = "jobs"
     # Admitted stages (fairqueue.lanes.admit): what one job costs in credits, and the upstream
     # service whose held work the job starts once it holds its lane (a protocol: unchecked).
@@ -175,11 +175,6 @@ class Stage:
     def __post_init__(self) -> None:
         # Every option is checked against its annotation above (fairqueue.options).
         check_options(self, f"Stage {self.name!r}")
-        if self.fair_by == "cost" and self.fair_share == "tenant":
-            raise ConfigurationError(
-                f"Stage {self.name!r}: fair_by='cost' is kept at the group level only;"
-                " it cannot be combined with fair_share='tenant'"
-            )
         register(self)
 
     def batch_seconds(self, jobs: int | None = None) -> float | None:

@@ -141,10 +141,9 @@ def claim_batch(
         raise ConfigurationError(
             f"claim of {job_type}: order must be one of {', '.join(ORDERS)}, got {weighing!r}"
         )
-    if counting not in FAIR_BYS or (counting == "cost" and level != "group"):
+    if counting not in FAIR_BYS:
         raise ConfigurationError(
-            f"claim of {job_type}: fair_by must be one of {', '.join(FAIR_BYS)} (cost at the"
-            f" group level only), got {counting!r} at the {level} level"
+            f"claim of {job_type}: fair_by must be one of {', '.join(FAIR_BYS)}, got {counting!r}"
         )
     params = {
         "type": job_type,
