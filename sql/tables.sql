@@ -414,7 +414,9 @@ CREATE VIEW fairqueue.all_jobs WITH (security_invoker=true) AS
     jobs.release_failing_since,
     jobs.output,
     jobs.result_at,
-    jobs.group_key
+    jobs.group_key,
+    jobs.cost,
+    jobs.counted
    FROM fairqueue.jobs
 UNION ALL
  SELECT finished_jobs.id,
@@ -445,7 +447,9 @@ UNION ALL
     finished_jobs.release_failing_since,
     finished_jobs.output,
     finished_jobs.result_at,
-    finished_jobs.group_key
+    finished_jobs.group_key,
+    finished_jobs.cost,
+    finished_jobs.counted
    FROM fairqueue.finished_jobs;
 ALTER VIEW fairqueue.all_jobs OWNER TO fairqueue_owner;
 GRANT SELECT ON fairqueue.all_jobs TO fairqueue_app;

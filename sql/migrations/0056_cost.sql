@@ -38,3 +38,17 @@ drop function if exists fairqueue.claim_by_tenant_unchecked(text, integer, doubl
     text, uuid, text[], integer[], integer, integer[], integer);
 drop function if exists fairqueue.claim_by_tenant_picks(text, integer, text[], integer[],
     integer, boolean);
+
+-- Whoever reads a job, wherever it is, reads its cost and what it counts as served too.
+create or replace view fairqueue.all_jobs with (security_invoker = true) as
+select id, type, payload, tenant_id, group_id, dedupe_key, status, attempts, max_attempts,
+       run_after, locked_at, lease_until, locked_by, last_error, run_id, created_at,
+       finished_at, served_at, rung_at, lane, delta_of, credit_cost, upstream_id, released_at,
+       release_tries, release_failing_since, output, result_at, group_key, cost, counted
+  from fairqueue.jobs
+union all
+select id, type, payload, tenant_id, group_id, dedupe_key, status, attempts, max_attempts,
+       run_after, locked_at, lease_until, locked_by, last_error, run_id, created_at,
+       finished_at, served_at, rung_at, lane, delta_of, credit_cost, upstream_id, released_at,
+       release_tries, release_failing_since, output, result_at, group_key, cost, counted
+  from fairqueue.finished_jobs;
