@@ -21,6 +21,10 @@ drop function if exists fairqueue.enqueue_job(text, text, jsonb, text, text, int
     timestamp with time zone, float8);
 drop function if exists fairqueue.enqueue_jobs(text, text, jsonb, text[], text[], integer[],
     timestamp with time zone[], float8[]);
+drop function if exists fairqueue.admission_insert(uuid, text, jsonb, text, text, text, integer,
+    text, uuid, bigint, text, text);
+drop function if exists fairqueue.admission(text, text, integer, text, integer, text, bigint, uuid,
+    text, text, jsonb, text, integer);
 drop function if exists fairqueue.claim(text, integer, double precision, text, uuid, text[],
     integer[], integer, integer[], integer);
 drop function if exists fairqueue.claim_unchecked(text, integer, double precision, text, uuid,

@@ -16,6 +16,7 @@ from fairqueue import Job, NewJob, Stage, define_quota, enqueue, enqueue_many, r
 from fairqueue.db import Connection
 from fairqueue.errors import ConfigurationError, FairqueueError
 from fairqueue.inputs import MAX_COST
+from fairqueue.lanes import admit
 from fairqueue.pipeline.claim import claim_batch, complete_claimed, fail_now, retry_or_fail
 
 Stage("by_cost", handler=lambda _job: None, fair_by="cost")
@@ -193,3 +194,28 @@ def test_the_enqueue_doors_refuse_a_bad_cost(conn: Connection, cost: int | None)
 def test_fair_by_is_checked_where_the_stage_is_declared() -> None:
     with pytest.raises(ConfigurationError, match=r"Stage 'odd'.*fair_by"):
         Stage("odd", handler=lambda _job: None, fair_by="tokens")  # type: ignore[arg-type]
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("cost", BAD_COSTS)
+def test_a_bad_cost_is_refused_by_admit(conn: Connection, cost: Any) -> None:
+    with pytest.raises(FairqueueError, match="cost"):
+        admit(conn, "lane", "by_cost", {}, tenant_id="t", fair_cost=cost)
+    assert _jobs(conn) == 0
+
+
+@pytest.mark.timeout(60)
+def test_admit_and_the_admission_door_carry_the_cost(conn: Connection) -> None:
+    admission = admit(conn, "lane", "by_cost", {}, tenant_id="t", fair_cost=70)
+    row = conn.execute(
+        "select cost from fairqueue.jobs where id = %s", (admission.job_id,)
+    ).fetchone()
+    assert row is not None and row["cost"] == 70
+    # One statement, clamped to the tenant the job is for, as admission's own is.
+    with pytest.raises(Exception, match="cost must be a whole number from 1 to 1000000000"):
+        conn.execute(
+            "select i.* from (select fairqueue.clamp('t')) c, lateral"
+            " fairqueue.admission_insert(gen_random_uuid(), 'by_cost', '{}', 't', null, null, 3,"
+            " 'lane', null, 0, null, 'pending', 0) i"
+        )
+    assert _jobs(conn) == 1
