@@ -219,3 +219,24 @@ def test_admit_and_the_admission_door_carry_the_cost(conn: Connection) -> None:
             " 'lane', null, 0, null, 'pending', 0) i"
         )
     assert _jobs(conn) == 1
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    ("quantum", "batch"),
+    [
+        (1, ["A1", "B1", "B2", "B3", "B4", "A2", "B5", "B6", "B7", "B8"]),
+        (8, ["A1", "A2", "B1", "B2", "B3", "B4", "B5", "B6", "B7", "B8"]),
+    ],
+)
+def test_the_guides_batch_by_cost(conn: Connection, quantum: int, batch: list[str]) -> None:
+    # docs/guide/fairness.md: groups A (jobs of cost 4) and B (cost 1), ten jobs each created
+    # in turn, none served.
+    names = {}
+    for k in range(10):
+        for group, cost in (("A", 4), ("B", 1)):
+            job_id = enqueue(conn, "by_cost", {}, group_id=group, cost=cost)
+            names[job_id] = f"{group}{k + 1}"
+    claimed = claim_batch(conn, "by_cost", batch=10, lease_s=60, locked_by="t", quantum=quantum)
+    assert {names[c.id] for c in claimed} == set(batch)
+    assert by_counter(conn) == {("by_cost", "/A"): 8, ("by_cost", "/B"): 8}
