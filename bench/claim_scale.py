@@ -24,7 +24,7 @@ from typing import Any
 from fairqueue.db import Connection
 from fairqueue.pipeline.claim import ClaimedJob, claim_batch
 from fairqueue.plans import PLANS, Order, Plans
-from fairqueue.stage import FairShare
+from fairqueue.stage import FairBy, FairShare
 
 from . import database, load
 from .errors import BenchError
@@ -93,10 +93,12 @@ class ClaimOption:
     quantum: int = 1
     order: Order = "priority"
     plans: Plans = PLANS
+    fair_by: FairBy = "jobs"
 
 
-# The options whose claim is held to the same growth as the exact order's: a quantum, and
-# shares over the load's plans weighing 1, 2 and 3.
+# The options whose claim is held to the same growth as the exact order's: a quantum, shares
+# over the load's plans weighing 1, 2 and 3, and service counted in cost (the load's jobs cost
+# 1 to 100, COSTED; counted by jobs the costs are not read).
 OPTIONS = (
     ClaimOption("quantum 4", quantum=4),
     ClaimOption(
@@ -106,7 +108,12 @@ OPTIONS = (
             tuple(replace(p, weight=w) for p, w in zip(PLANS.plans, (1, 2, 3), strict=True))
         ),
     ),
+    ClaimOption("fair_by cost, costs 1-100", fair_by="cost"),
 )
+# Every loaded job's cost, from 1 to 100, set from its id once the backlog is loaded.
+COSTED = """
+update fairqueue.jobs set cost = 1 + abs(hashtext(id::text)) %% 100 where type = %(type)s
+"""
 EXACT = ClaimOption("exact")
 
 
@@ -139,6 +146,7 @@ def timed_claim(
         quantum=option.quantum,
         order=option.order,
         plans=option.plans,
+        fair_by=option.fair_by,
     )
     elapsed_ms = (time.perf_counter() - started) * 1000.0
     check_batch(jobs, batch)
@@ -194,6 +202,7 @@ def options_vs_groups(conn: Connection, sizes: Sizes, progress: Progress) -> lis
     cases = []
     for groups in (min(sizes.scale_groups), max(sizes.scale_groups)):
         load_backlog(conn, owner_sizes(sizes, groups))
+        conn.execute(COSTED, {"type": JOB_TYPE})
         database.vacuum_analyze(
             conn, "fairqueue.jobs", "fairqueue.served", "fairqueue.tenants", "fairqueue.groups"
         )

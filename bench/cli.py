@@ -15,6 +15,7 @@ from . import (
     admission,
     claim_scale,
     claim_tenants,
+    cost,
     dashboard,
     database,
     doorbells,
@@ -115,6 +116,7 @@ def run(dsn: str, sizes: Sizes, server: str, progress: Progress, *, keep: bool) 
         admitted = admission.measure(conn, dsn, sizes, progress)
         swept = schedules.measure(conn, dsn, sizes, progress)
         shared = shares.measure(conn, dsn, sizes, progress)
+        costed = cost.measure(conn, dsn, sizes, progress)
         pages = dashboard.measure(conn, dsn, sizes, progress)
         database.reset(conn)
     changed = library_fingerprint() != library
@@ -142,6 +144,7 @@ def run(dsn: str, sizes: Sizes, server: str, progress: Progress, *, keep: bool) 
         doorbells=rung,
         schedules=swept,
         shares=shared,
+        cost=costed,
         dashboard=pages,
         elapsed_s=time.monotonic() - started,
     )

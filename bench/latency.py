@@ -137,6 +137,7 @@ def claim_plan(conn: Connection, batch: int) -> ClaimReads:
         "lease_s": LEASE_S,
         "locked_by": LOCKED_BY,
         "run_id": None,
+        "by_cost": False,
         **PLANS.claim_params(),
     }
     with conn.transaction(force_rollback=True):

@@ -13,6 +13,7 @@ from . import (
     chart,
     claim_scale,
     claim_tenants,
+    cost,
     dashboard,
     doorbells,
     enqueue,
@@ -119,6 +120,7 @@ def as_json(results: Results) -> dict[str, Any]:
         "doorbells": doorbells.as_json(results.doorbells),
         "schedules": schedules.as_json(results.schedules),
         "shares": shares.as_json(results.shares),
+        "cost": cost.as_json(results.cost),
         "dashboard": dashboard.as_json(results.dashboard),
     }
 
@@ -463,6 +465,8 @@ def markdown(results: Results) -> str:
         *schedules.section(results.schedules, results.sizes),
         "",
         *shares.section(results.shares, results.sizes),
+        "",
+        *cost.section(results.cost, results.sizes),
         "",
         *dashboard.section(results.dashboard),
         f"Whole run: {results.elapsed_s:.0f} s.",

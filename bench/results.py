@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from .admission import Admission
 from .claim_scale import OptionCase, ScaleCase
 from .claim_tenants import LevelCase
+from .cost import CostRun
 from .dashboard import PageRender
 from .doorbells import DoorbellLatency
 from .enqueue import EnqueueRun
@@ -62,6 +63,8 @@ class Results:
     schedules: list[ScheduleSweepRun]
     # Weighted shares: two plans of weights 3 and 1 under shares, and the priority drain.
     shares: list[SharesRun]
+    # Fairness by cost: two tenants whose jobs cost 100 and 1 under fair_by="cost".
+    cost: list[CostRun]
     # Each dashboard page's time at 100,000 groups and a million finished jobs.
     dashboard: list[PageRender]
     elapsed_s: float

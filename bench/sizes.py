@@ -81,6 +81,13 @@ class Sizes:
     shares_jobs_per_plan: int
     shares_workers: int
     shares_repeats: int
+    # Fairness by cost (bench/cost.py): `cost_cheap_jobs` jobs of cost 1 and enough of cost 100
+    # over two tenants of `cost_groups` groups each, drained by one pipeline `cost_repeats`
+    # times, scored in windows of `cost_window_rounds` rounds (a round: 200 units served).
+    cost_cheap_jobs: int
+    cost_groups: int
+    cost_window_rounds: int
+    cost_repeats: int
     # Admission (bench/admission.py): POST /jobs at each count of concurrent clients, each
     # client admitting untimed for the warm-up, then for the timed seconds.
     admission_clients: tuple[int, ...]
@@ -154,6 +161,10 @@ FULL = Sizes(
     shares_jobs_per_plan=20_000,
     shares_workers=4,
     shares_repeats=3,
+    cost_cheap_jobs=50_000,
+    cost_groups=5,
+    cost_window_rounds=100,
+    cost_repeats=3,
     admission_clients=(1, 16, 200),
     admission_fleet_clients=(1, 16, 200),
     admission_warmup_s=2.0,
@@ -211,6 +222,10 @@ SMOKE = Sizes(
     shares_jobs_per_plan=120,
     shares_workers=2,
     shares_repeats=1,
+    cost_cheap_jobs=3_000,
+    cost_groups=2,
+    cost_window_rounds=10,
+    cost_repeats=1,
     admission_clients=(1, 16),
     admission_fleet_clients=(1,),
     admission_warmup_s=0.1,

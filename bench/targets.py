@@ -24,6 +24,7 @@ from . import (
     admission_report,
     claim_scale,
     claim_tenants,
+    cost,
     dashboard,
     doorbells,
     enqueue,
@@ -334,6 +335,23 @@ def _shares(results: Results) -> list[Target]:
     ]
 
 
+def _cost(results: Results) -> list[Target]:
+    error = cost.figures(results.cost)["ratio_error"]
+    if error is None:
+        return []
+    return [
+        Target(
+            goal=f"cost: tenants whose jobs cost {cost.COSTS[cost.DEAR]} and"
+            f" {cost.COSTS[cost.CHEAP]} served equal cost in every window within"
+            f" {cost.MAX_RATIO_ERROR:.0%}",
+            fairqueue=f"worst window {error:.1%} off 1:1",
+            other="1:1",
+            ratio=1 + error,
+            met=error <= cost.MAX_RATIO_ERROR,
+        )
+    ]
+
+
 def _dashboard(results: Results) -> list[Target]:
     found = dashboard.slowest(results.dashboard)
     if found is None:
@@ -384,5 +402,6 @@ def evaluate(results: Results) -> list[Target]:
         *_doorbells(results),
         *_schedules(results),
         *_shares(results),
+        *_cost(results),
         *_dashboard(results),
     ]

@@ -85,6 +85,10 @@ END) STORED,
     output jsonb,
     result_at timestamp with time zone,
     group_key text GENERATED ALWAYS AS (fairqueue.group_key(tenant_id, group_id)) STORED NOT NULL,
+    cost integer DEFAULT 1 NOT NULL,
+    counted integer DEFAULT 1 NOT NULL,
+    CONSTRAINT finished_jobs_cost_check CHECK (((cost >= 1) AND (cost <= 1000000000))),
+    CONSTRAINT finished_jobs_counted_check CHECK (((counted >= 1) AND (counted <= 1000000000))),
     CONSTRAINT finished_jobs_status_check CHECK ((status = ANY (ARRAY['done'::text, 'failed'::text, 'cancelled'::text])))
 ) PARTITION BY RANGE (finished_at);
 ALTER TABLE fairqueue.finished_jobs OWNER TO fairqueue_owner;
@@ -146,8 +150,12 @@ END) STORED,
     result_at timestamp with time zone,
     group_key text GENERATED ALWAYS AS (fairqueue.group_key(tenant_id, group_id)) STORED NOT NULL,
     give_up_owed boolean DEFAULT false NOT NULL,
+    cost integer DEFAULT 1 NOT NULL,
+    counted integer DEFAULT 1 NOT NULL,
     CONSTRAINT jobs_pkey PRIMARY KEY (id),
     CONSTRAINT jobs_attempts_check CHECK ((attempts >= 0)),
+    CONSTRAINT jobs_cost_check CHECK (((cost >= 1) AND (cost <= 1000000000))),
+    CONSTRAINT jobs_counted_check CHECK (((counted >= 1) AND (counted <= 1000000000))),
     CONSTRAINT jobs_credit_cost_check CHECK ((credit_cost >= 0)),
     CONSTRAINT jobs_max_attempts_check CHECK ((max_attempts >= 1)),
     CONSTRAINT jobs_release_tries_check CHECK ((release_tries >= 0)),
@@ -368,7 +376,8 @@ CREATE TYPE fairqueue.ranked_job AS (
     plan text,
     created_at timestamp with time zone,
     id uuid,
-    quantum integer
+    quantum integer,
+    cost integer
 );
 ALTER TYPE fairqueue.ranked_job OWNER TO fairqueue_owner;
 
@@ -405,7 +414,9 @@ CREATE VIEW fairqueue.all_jobs WITH (security_invoker=true) AS
     jobs.release_failing_since,
     jobs.output,
     jobs.result_at,
-    jobs.group_key
+    jobs.group_key,
+    jobs.cost,
+    jobs.counted
    FROM fairqueue.jobs
 UNION ALL
  SELECT finished_jobs.id,
@@ -436,7 +447,9 @@ UNION ALL
     finished_jobs.release_failing_since,
     finished_jobs.output,
     finished_jobs.result_at,
-    finished_jobs.group_key
+    finished_jobs.group_key,
+    finished_jobs.cost,
+    finished_jobs.counted
    FROM fairqueue.finished_jobs;
 ALTER VIEW fairqueue.all_jobs OWNER TO fairqueue_owner;
 GRANT SELECT ON fairqueue.all_jobs TO fairqueue_app;

@@ -66,11 +66,12 @@ grant execute on function fairqueue.admission_checks(text, text, integer, text, 
 -- open job of the tenant took the dedupe key since the checks (a plain enqueue racing).
 -- created_at is read now, after the lock was granted, so the lane's order is admission order.
 -- Only inside the caller's clamp, only queued or pending, never a negative cost, and a delta
--- only of a job in the lane: nothing else of the checks is the caller's to skip.
+-- only of a job in the lane: nothing else of the checks is the caller's to skip. p_fair_cost
+-- is the job's cost in the fair order (enqueue's cost, Stage(fair_by="cost")), not its credits.
 create or replace function fairqueue.admission_insert(
     p_id uuid, p_type text, p_payload jsonb, p_tenant_id text, p_group_id text,
     p_dedupe_key text, p_max_attempts integer, p_lane text, p_delta_of uuid, p_cost bigint,
-    p_upstream_id text, p_status text)
+    p_upstream_id text, p_status text, p_fair_cost integer default 1)
 returns table (status text, place bigint)
 language plpgsql volatile security definer set search_path = pg_catalog, pg_temp
 as $$
@@ -83,6 +84,7 @@ begin
     perform fairqueue.door_argument(p_status in ('queued', 'pending') and p_cost >= 0,
         format('admission_insert: a job comes in queued or pending at a cost of 0 or more, got %s'
                ' at %s', p_status, p_cost));
+    perform fairqueue.door_costs('admission_insert', array[p_fair_cost]);
     perform fairqueue.door_argument(p_delta_of is null or exists (
             select 1 from fairqueue.all_jobs d
              where d.id = p_delta_of and d.tenant_id is not distinct from p_tenant_id
@@ -90,9 +92,10 @@ begin
         format('admission_insert: no job %s in this lane', p_delta_of));
     insert into fairqueue.jobs as j (id, type, payload, tenant_id, group_id, dedupe_key,
                                      max_attempts, lane, delta_of, credit_cost, upstream_id,
-                                     status, created_at)
+                                     status, created_at, cost)
     values (p_id, p_type, p_payload, p_tenant_id, p_group_id, p_dedupe_key, p_max_attempts,
-            p_lane, p_delta_of, p_cost, p_upstream_id, p_status, clock_timestamp())
+            p_lane, p_delta_of, p_cost, p_upstream_id, p_status, clock_timestamp(),
+            p_fair_cost)
     on conflict (coalesce(tenant_id, ''), dedupe_key)
        where dedupe_key is not null and status in ('queued', 'pending', 'running')
        do nothing
@@ -109,11 +112,11 @@ begin
     return next;
 end $$;
 
-alter function fairqueue.admission_insert(uuid, text, jsonb, text, text, text, integer, text, uuid, bigint, text, text)
+alter function fairqueue.admission_insert(uuid, text, jsonb, text, text, text, integer, text, uuid, bigint, text, text, integer)
     owner to fairqueue_owner;
-revoke all on function fairqueue.admission_insert(uuid, text, jsonb, text, text, text, integer, text, uuid, bigint, text, text)
+revoke all on function fairqueue.admission_insert(uuid, text, jsonb, text, text, text, integer, text, uuid, bigint, text, text, integer)
     from public, fairqueue_app;
-grant execute on function fairqueue.admission_insert(uuid, text, jsonb, text, text, text, integer, text, uuid, bigint, text, text)
+grant execute on function fairqueue.admission_insert(uuid, text, jsonb, text, text, text, integer, text, uuid, bigint, text, text, integer)
     to fairqueue_app;
 
 -- Both steps as one statement, for a stage with no upstream service: the checks, and when they
@@ -123,7 +126,8 @@ grant execute on function fairqueue.admission_insert(uuid, text, jsonb, text, te
 create or replace function fairqueue.admission(
     p_tenant_id text, p_lane text, p_lane_lock integer, p_lane_key text,
     p_credit_lock integer, p_credit_key text, p_charge bigint, p_delta_of uuid,
-    p_dedupe_key text, p_type text, p_payload jsonb, p_group_id text, p_max_attempts integer)
+    p_dedupe_key text, p_type text, p_payload jsonb, p_group_id text, p_max_attempts integer,
+    p_fair_cost integer default 1)
 returns table (clamped_to text, system boolean, matches boolean, id uuid, delta_found boolean,
                balance bigint, busy boolean, dedupe_taken boolean, status text, place bigint)
 language plpgsql volatile set search_path = pg_catalog, pg_temp
@@ -142,16 +146,17 @@ begin
           from fairqueue.admission_insert(id, p_type, p_payload, p_tenant_id, p_group_id,
                                           p_dedupe_key, p_max_attempts, p_lane, p_delta_of,
                                           p_charge, null,
-                                          case when busy then 'queued' else 'pending' end) i;
+                                          case when busy then 'queued' else 'pending' end,
+                                          p_fair_cost) i;
     end if;
     return next;
 end $$;
 
-alter function fairqueue.admission(text, text, integer, text, integer, text, bigint, uuid, text, text, jsonb, text, integer)
+alter function fairqueue.admission(text, text, integer, text, integer, text, bigint, uuid, text, text, jsonb, text, integer, integer)
     owner to fairqueue_owner;
-revoke all on function fairqueue.admission(text, text, integer, text, integer, text, bigint, uuid, text, text, jsonb, text, integer)
+revoke all on function fairqueue.admission(text, text, integer, text, integer, text, bigint, uuid, text, text, jsonb, text, integer, integer)
     from public, fairqueue_app;
-grant execute on function fairqueue.admission(text, text, integer, text, integer, text, bigint, uuid, text, text, jsonb, text, integer)
+grant execute on function fairqueue.admission(text, text, integer, text, integer, text, bigint, uuid, text, text, jsonb, text, integer, integer)
     to fairqueue_app;
 
 -- Under the caller's clamp: the place in its lane of an open first-pass job, the number of

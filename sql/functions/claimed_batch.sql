@@ -222,3 +222,48 @@ revoke all on function fairqueue.extend_leases(text[], uuid[], text, double prec
     from public, fairqueue_app;
 grant execute on function fairqueue.extend_leases(text[], uuid[], text, double precision)
     to fairqueue_app;
+
+-- What claimed jobs spent (quota units, through job.spend) becomes the units they count as served
+-- (`counted`), for the jobs this claimer still holds: a stage fair by cost settles its jobs so
+-- before their completion, and the triggers on jobs move each group's count by the difference
+-- (spent - what the claim counted). Spent units past a job's largest cost count as that cost, so
+-- that a day's count cannot overflow. A job that spent nothing keeps its cost. A caller whose
+-- transaction is clamped settles only jobs inside its clamp. How many it settled.
+create or replace function fairqueue.settle_spent(
+    p_tenant_ids text[],
+    p_ids uuid[],
+    p_units bigint[],
+    p_locked_by text
+) returns bigint
+language plpgsql security definer set search_path = pg_catalog, pg_temp
+    set plan_cache_mode = force_generic_plan
+as $$
+declare
+    -- A variable, not a literal: see mark_claimed_done_unchecked.
+    running_status constant text := 'running';
+    unclamped constant boolean := fairqueue.clamped_to_no_one();
+    settled bigint;
+begin
+    perform fairqueue.door_claimed_batch('settle_spent', p_tenant_ids, p_ids, p_locked_by);
+    perform fairqueue.door_argument(
+        cardinality(p_units) = cardinality(p_ids) and array_position(p_units, null) is null
+            and coalesce((select min(u) >= 1 from unnest(p_units) u), true),
+        'settle_spent: one spent count of at least 1 for each id');
+    with changed as (
+        update fairqueue.jobs j
+           set counted = least(o.units, 1000000000)
+          from unnest(p_tenant_ids, p_ids, p_units) as o (tenant_id, id, units)
+         where j.id = o.id and j.tenant_id is not distinct from o.tenant_id
+           and (unclamped or fairqueue.within_clamp(o.tenant_id))
+           and j.status = running_status and j.locked_by = p_locked_by
+           and j.counted <> least(o.units, 1000000000)
+        returning 1
+    )
+    select count(*) into settled from changed;
+    return settled;
+end $$;
+alter function fairqueue.settle_spent(text[], uuid[], bigint[], text) owner to fairqueue_owner;
+revoke all on function fairqueue.settle_spent(text[], uuid[], bigint[], text)
+    from public, fairqueue_app;
+grant execute on function fairqueue.settle_spent(text[], uuid[], bigint[], text)
+    to fairqueue_app;

@@ -128,3 +128,21 @@ alter function fairqueue.door_quanta_arguments(text[], integer[], integer)
     owner to fairqueue_owner;
 revoke all on function fairqueue.door_quanta_arguments(text[], integer[], integer)
     from public, fairqueue_app;
+
+-- The costs a door is handed for jobs it inserts (enqueue_job, enqueue_jobs, admission): each a
+-- whole number of units from 1 to 1,000,000,000, so that a day's served count (bigint) cannot
+-- overflow. The one check of a cost; the jobs table's constraint says the same of any row.
+create or replace function fairqueue.door_costs(p_door text, p_costs integer[]) returns void
+language plpgsql set search_path = pg_catalog, pg_temp
+as $$
+begin
+    perform fairqueue.door_argument(
+        array_position(p_costs, null) is null
+            and coalesce((select min(c) >= 1 and max(c) <= 1000000000 from unnest(p_costs) c),
+                         true),
+        format('%s: cost must be a whole number from 1 to 1000000000, got %s', p_door,
+               coalesce((select c::text from unnest(p_costs) c
+                          where c is null or c < 1 or c > 1000000000 limit 1), 'null')));
+end $$;
+alter function fairqueue.door_costs(text, integer[]) owner to fairqueue_owner;
+revoke all on function fairqueue.door_costs(text, integer[]) from public, fairqueue_app;

@@ -81,7 +81,7 @@ begin
            (id, type, payload, tenant_id, group_id, dedupe_key, status, attempts, max_attempts,
             run_after, locked_at, lease_until, locked_by, last_error, run_id, created_at,
             finished_at, rung_at, lane, delta_of, credit_cost, upstream_id, released_at,
-            release_tries, release_failing_since, output, result_at)
+            release_tries, release_failing_since, output, result_at, cost, counted)
     select r.id, r.type, r.payload, r.tenant_id, r.group_id, r.dedupe_key,
            case when p_done_now then 'done' else r.status end, r.attempts, r.max_attempts,
            r.run_after, r.locked_at, case when p_done_now then null else r.lease_until end,
@@ -91,7 +91,7 @@ begin
                 else fairqueue.finished_time(r.finished_at, r.locked_at, r.created_at) end,
            r.rung_at, r.lane, r.delta_of, r.credit_cost, r.upstream_id, r.released_at,
            r.release_tries, r.release_failing_since,
-           case when p_done_now then null else r.output end, r.result_at
+           case when p_done_now then null else r.output end, r.result_at, r.cost, r.counted
       from unnest(p_rows) as r
     returning f.id;
 end $$;
@@ -116,14 +116,15 @@ revoke all on function fairqueue.finishing_day_made() from public, fairqueue_app
 -- day still empty when it is made would be read whole ever after.
 create or replace function fairqueue.finished_rows_of(p_ids uuid[],
     p_earliest timestamp with time zone, p_latest timestamp with time zone)
-returns table (id uuid, finished_at timestamp with time zone, served_at timestamp with time zone)
+returns table (id uuid, finished_at timestamp with time zone, served_at timestamp with time zone,
+    counted integer)
 language plpgsql stable set search_path = pg_catalog, pg_temp set jit = off
     set plan_cache_mode = force_generic_plan set enable_seqscan = off
 as $$
 #variable_conflict use_column
 begin
     return query
-        select f.id, f.finished_at, f.served_at
+        select f.id, f.finished_at, f.served_at, f.counted
           from fairqueue.finished_jobs f
          where f.finished_at between p_earliest and greatest(now(), p_latest)
            and f.id = any(p_ids);

@@ -34,12 +34,12 @@ begin
     insert into fairqueue.jobs as j
            (id, type, payload, tenant_id, group_id, dedupe_key, status, attempts, max_attempts,
             run_after, last_error, run_id, created_at, lane, delta_of, credit_cost, upstream_id,
-            released_at, release_tries, release_failing_since)
+            released_at, release_tries, release_failing_since, cost, counted)
     select g.id, g.type, g.payload, g.tenant_id, g.group_id, g.dedupe_key,
            case when g.lane is not null and g.delta_of is null then 'queued' else 'pending' end,
            0, g.max_attempts, now(), p_note || coalesce(g.last_error, ''), g.run_id,
            g.created_at, g.lane, g.delta_of, g.credit_cost, g.upstream_id, g.released_at,
-           g.release_tries, g.release_failing_since
+           g.release_tries, g.release_failing_since, g.cost, g.counted
       from gone g
     returning j.id, j.lane, j.delta_of, j.status;
 end $$;

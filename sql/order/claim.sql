@@ -21,13 +21,16 @@ revoke all on function fairqueue.plan_priority(text, text[], integer[], integer)
     from public, fairqueue_app;
 
 -- What a claim writes on each job it takes: running, one more attempt, a lease of p_lease_s and
--- its claimer. Both claims call it in the subtransaction that locked the rows (see
--- claim_unchecked); the ids and tenants come back as one row of arrays, in no order.
+-- its claimer, and the units it counts as served from now on (`counted`: its cost when the
+-- claim counts by cost, else 1), which every writer of served adds and takes away. Both claims
+-- call it in the subtransaction that locked the rows (see claim_unchecked); the ids and tenants
+-- come back as one row of arrays, in no order.
 create or replace function fairqueue.take_claimed(
     p_ids uuid[],
     p_lease_s double precision,
     p_locked_by text,
-    p_run_id uuid
+    p_run_id uuid,
+    p_by_cost boolean default false
 ) returns table (ids uuid[], tenant_ids text[])
 language plpgsql set search_path = pg_catalog, pg_temp set jit = off
     set plan_cache_mode = force_generic_plan
@@ -41,16 +44,17 @@ begin
                locked_at = now(),
                lease_until = now() + p_lease_s * interval '1 second',
                locked_by = p_locked_by,
-               run_id = p_run_id
+               run_id = p_run_id,
+               counted = case when p_by_cost then j.cost else 1 end
          where j.id = any(p_ids)
         returning j.id, j.tenant_id
     )
     select array_agg(c.id), array_agg(c.tenant_id) from claimed c;
 end $$;
 
-alter function fairqueue.take_claimed(uuid[], double precision, text, uuid)
+alter function fairqueue.take_claimed(uuid[], double precision, text, uuid, boolean)
     owner to fairqueue_owner;
-revoke all on function fairqueue.take_claimed(uuid[], double precision, text, uuid)
+revoke all on function fairqueue.take_claimed(uuid[], double precision, text, uuid, boolean)
     from public, fairqueue_app;
 
 -- The fair claim, the one definition of the order: plan priority, then the group served least
@@ -69,7 +73,8 @@ create or replace function fairqueue.claim_unchecked(
     p_run_id uuid,
     p_plan_names text[],
     p_plan_priorities integer[],
-    p_default_priority integer
+    p_default_priority integer,
+    p_by_cost boolean
 ) returns table (id uuid, tenant_id text)
 language plpgsql set search_path = pg_catalog, pg_temp set jit = off
     set plan_cache_mode = force_generic_plan
@@ -107,18 +112,19 @@ begin
     loop
         begin
             firsts := fairqueue.claim_firsts(p_type, p_batch, p_plan_names, p_plan_priorities,
-                                             p_default_priority, hold);
+                                             p_default_priority, hold, p_by_cost);
             if hold and cardinality(firsts) = 0 then
                 raise exception using errcode = 'FQ001';
             end if;
             select p.ids, p.verified into picked_ids, verified
               from fairqueue.claim_picks(p_type, p_batch, p_plan_names, p_plan_priorities,
-                                         p_default_priority, firsts, tight) p;
+                                         p_default_priority, firsts, tight, p_by_cost) p;
             if tight and not verified then
                 raise exception using errcode = 'FQ002';
             end if;
             select t.ids, t.tenant_ids into claimed_ids, claimed_tenants
-              from fairqueue.take_claimed(picked_ids, p_lease_s, p_locked_by, p_run_id) t;
+              from fairqueue.take_claimed(picked_ids, p_lease_s, p_locked_by, p_run_id,
+                                          p_by_cost) t;
             exit;
         exception
             when sqlstate 'FQ001' then
@@ -133,14 +139,15 @@ begin
 end $$;
 
 alter function fairqueue.claim_unchecked(text, integer, double precision, text, uuid, text[],
-    integer[], integer) owner to fairqueue_owner;
+    integer[], integer, boolean) owner to fairqueue_owner;
 revoke all on function fairqueue.claim_unchecked(text, integer, double precision, text, uuid,
-    text[], integer[], integer) from public, fairqueue_app;
+    text[], integer[], integer, boolean) from public, fairqueue_app;
 
 -- The door: checks the arguments, stamps the type's quanta if ready_for_claim has not (a caller
 -- of the door alone), then runs claim_unchecked as the owner. p_plan_quanta is each named plan's
 -- quantum beside its name, p_default_quantum the quantum of the groups of any other plan or of
--- no tenant (fairqueue.Plans.claim_params).
+-- no tenant (fairqueue.Plans.claim_params). p_by_cost counts each job as its cost, not as one
+-- (Stage(fair_by="cost")): in the order's levels and in the served counts from its claim on.
 create or replace function fairqueue.claim(
     p_type text,
     p_batch integer,
@@ -151,22 +158,24 @@ create or replace function fairqueue.claim(
     p_plan_priorities integer[],
     p_default_priority integer,
     p_plan_quanta integer[],
-    p_default_quantum integer
+    p_default_quantum integer,
+    p_by_cost boolean default false
 ) returns table (id uuid, tenant_id text)
 language sql security definer set search_path = pg_catalog, pg_temp
 as $$
 select fairqueue.door_claim_arguments(p_batch, p_lease_s, p_locked_by);
 select fairqueue.quanta_stamped(p_type, p_plan_names, p_plan_quanta, p_default_quantum);
+select fairqueue.door_argument(p_by_cost is not null, 'claim: by cost must be true or false');
 select * from fairqueue.claim_unchecked(p_type, p_batch, p_lease_s, p_locked_by, p_run_id,
-    p_plan_names, p_plan_priorities, p_default_priority);
+    p_plan_names, p_plan_priorities, p_default_priority, p_by_cost);
 $$;
 
 alter function fairqueue.claim(text, integer, double precision, text, uuid, text[], integer[],
-    integer, integer[], integer) owner to fairqueue_owner;
+    integer, integer[], integer, boolean) owner to fairqueue_owner;
 revoke all on function fairqueue.claim(text, integer, double precision, text, uuid, text[],
-    integer[], integer, integer[], integer) from public, fairqueue_app;
+    integer[], integer, integer[], integer, boolean) from public, fairqueue_app;
 grant execute on function fairqueue.claim(text, integer, double precision, text, uuid, text[],
-    integer[], integer, integer[], integer) to fairqueue_app;
+    integer[], integer, integer[], integer, boolean) to fairqueue_app;
 
 -- A plan's quantum in a type's quanta as quanta_map keeps them: the plan's beside its name, else
 -- the default. The one spelling of that lookup, for the group standings (standing_quantum) and

@@ -12,13 +12,19 @@
 -- more, has its next pick standing before the batch's last pick (a tenant) or its tenant's last
 -- pick (a group), or at all when the batch or the tenant came back short; the caller then asks
 -- again without p_tight.
+--
+-- Counted by cost (p_by_cost), a job counts its cost where it counts one otherwise: a group's
+-- job stands in its tenant at the group's count plus the costs of its jobs before it, and a
+-- tenant's pick at its count plus the costs of its picks before it. Picks so stand no earlier
+-- than counted one each, and the bounds, which count one a pick, hold as they are.
 create or replace function fairqueue.claim_by_tenant_picks(
     p_type text,
     p_batch integer,
     p_plan_names text[],
     p_plan_priorities integer[],
     p_default_priority integer,
-    p_tight boolean
+    p_tight boolean,
+    p_by_cost boolean
 ) returns table (ids uuid[], verified boolean)
 language plpgsql set search_path = pg_catalog, pg_temp set jit = off
     set plan_cache_mode = force_generic_plan
@@ -160,11 +166,17 @@ begin
     -- claim_firsts); a paused group gives none.
     offered as (
         select j.id, j.created_at, a.priority, a.tenant_n, a.picks, a.tenant_key, a.group_key,
-               a.n + row_number() over (partition by a.group_key
-                                        order by j.created_at, j.id) as group_place
+               j.cost,
+               a.n + 1 + coalesce(sum(j.cost) over (partition by a.group_key
+                                                    order by j.created_at, j.id
+                                                    rows between unbounded preceding
+                                                             and 1 preceding), 0)
+                   as group_place,
+               row_number() over (partition by a.group_key order by j.created_at, j.id)
+                   as group_pick
           from group_allowed a
           cross join lateral (
-              select j.id, j.created_at
+              select j.id, j.created_at, case when p_by_cost then j.cost else 1 end as cost
                 from fairqueue.jobs j
                where j.type = p_type and j.status = 'pending'
                  and j.group_key = a.group_key and j.run_after <= now()
@@ -177,23 +189,26 @@ begin
     -- The jobs on offer ranked within their tenant: a tenant's picks merge its groups' jobs.
     ranked_in_tenants as (
         select o.id, o.created_at, o.priority, o.group_place, o.picks, o.tenant_key,
-               row_number() over (partition by o.tenant_key
-                                  order by o.group_place, o.created_at, o.id) as pick,
-               o.tenant_n
+               row_number() over in_tenant as pick,
+               o.tenant_n + coalesce(sum(o.cost) over (in_tenant rows between unbounded preceding
+                                                                       and 1 preceding), 0)
+                   as tenant_place,
+               o.tenant_n + sum(o.cost) over (in_tenant rows between unbounded preceding
+                                                              and current row) as tenant_through
           from offered o
+        window in_tenant as (partition by o.tenant_key order by o.group_place, o.created_at, o.id)
     ),
     -- Each pick's key: its tenant's level at it, and its run's first pick (its place in its
     -- group, its time and id), which every pick of a tenant's run stands at.
     ranked as (
         select r.id, r.created_at, r.priority, r.group_place, r.picks, r.tenant_key, r.pick,
-               (r.tenant_n + r.pick - 1) / a.quantum as level,
+               r.tenant_through, r.tenant_place / a.quantum as level,
                first_value(r.group_place) over run as run_place,
                first_value(r.created_at) over run as run_created_at,
                first_value(r.id) over run as run_id
           from ranked_in_tenants r
           join tenant_allowed a on a.tenant_key = r.tenant_key
-        window run as (partition by r.tenant_key, (r.tenant_n + r.pick - 1) / a.quantum
-                       order by r.pick)
+        window run as (partition by r.tenant_key, r.tenant_place / a.quantum order by r.pick)
     ),
     -- Each job on offer with its key: those within the picks their tenant may take, and the
     -- jobs whose lease expired.
@@ -208,13 +223,15 @@ begin
         select j.id,
                fairqueue.plan_priority(t.plan, p_plan_names, p_plan_priorities,
                                        p_default_priority),
-               (coalesce(ts.n, 0) - 1
-                + row_number() over (partition by fairqueue.group_tenant_key(j.group_key)
-                                     order by j.created_at, j.id))
+               (coalesce(ts.n, 0) - case when p_by_cost then j.counted else 1 end
+                + sum(case when p_by_cost then j.cost else 1 end)
+                      over (partition by fairqueue.group_tenant_key(j.group_key)
+                            order by j.created_at, j.id))
                    / coalesce(ts.quantum,
                               fairqueue.tenant_quantum(p_type, coalesce(t.plan, ''))),
-               coalesce(s.n, 0) + row_number() over (partition by j.group_key
-                                                     order by j.created_at, j.id),
+               coalesce(s.n, 0) + 1 - case when p_by_cost then j.counted else 1 end
+               + sum(case when p_by_cost then j.cost else 1 end)
+                     over (partition by j.group_key order by j.created_at, j.id),
                j.created_at, j.id,
                row_number() over (partition by fairqueue.group_tenant_key(j.group_key)
                                   order by j.created_at, j.id)
@@ -261,7 +278,7 @@ begin
     -- Each tenant's last pick among its offers, when it offered as many as it may take.
     tenant_last_pick as (
         select r.tenant_key, r.group_place, r.created_at, r.id, r.level, r.run_place,
-               r.run_created_at, r.run_id
+               r.run_created_at, r.run_id, r.tenant_through
           from ranked r
          where r.pick = r.picks
     ),
@@ -279,17 +296,17 @@ begin
           from tenant_allowed a
           join tenant_last_pick l on l.tenant_key = a.tenant_key
          cross join lateral (
-             select (a.n + a.picks) / a.quantum as next_level,
-                    (a.n + a.picks) / a.quantum = l.level as in_run) n
+             select l.tenant_through / a.quantum as next_level,
+                    l.tenant_through / a.quantum = l.level as in_run) n
          where a.picks < a.most
     ),
     -- The groups allowed fewer jobs than they could give that offered all they were allowed,
     -- with their last offer and where their next job would stand.
     groups_cut_short as (
-        select a.tenant_key, a.n + a.jobs + 1 as next_place, o.created_at as last_created_at,
-               o.id as last_id
+        select a.tenant_key, o.group_place + o.cost as next_place,
+               o.created_at as last_created_at, o.id as last_id
           from group_allowed a
-          join offered o on o.group_key = a.group_key and o.group_place = a.n + a.jobs
+          join offered o on o.group_key = a.group_key and o.group_pick = a.jobs
          where a.jobs < a.most
     )
     select array(select p.id from picked p),
@@ -315,9 +332,9 @@ begin
 end $$;
 
 alter function fairqueue.claim_by_tenant_picks(text, integer, text[], integer[], integer,
-    boolean) owner to fairqueue_owner;
+    boolean, boolean) owner to fairqueue_owner;
 revoke all on function fairqueue.claim_by_tenant_picks(text, integer, text[], integer[], integer,
-    boolean) from public, fairqueue_app;
+    boolean, boolean) from public, fairqueue_app;
 
 -- The fair claim at the tenant level (Stage(fair_share="tenant")), the one definition of that
 -- order: plan priority, then the tenant served the fewest whole quanta of this type in the last day
@@ -353,7 +370,8 @@ create or replace function fairqueue.claim_by_tenant_unchecked(
     p_plan_priorities integer[],
     p_default_priority integer,
     p_plan_quanta integer[],
-    p_default_quantum integer
+    p_default_quantum integer,
+    p_by_cost boolean
 ) returns table (id uuid, tenant_id text)
 language plpgsql set search_path = pg_catalog, pg_temp set jit = off
     set plan_cache_mode = force_generic_plan
@@ -390,12 +408,13 @@ begin
                 select p.ids, p.verified into picked_ids, verified
                   from fairqueue.claim_by_tenant_picks(p_type, p_batch, p_plan_names,
                                                        p_plan_priorities, p_default_priority,
-                                                       tight) p;
+                                                       tight, p_by_cost) p;
                 if tight and not verified then
                     raise exception using errcode = 'FQ002';
                 end if;
                 select t.ids, t.tenant_ids into claimed_ids, claimed_tenants
-                  from fairqueue.take_claimed(picked_ids, p_lease_s, p_locked_by, p_run_id) t;
+                  from fairqueue.take_claimed(picked_ids, p_lease_s, p_locked_by, p_run_id,
+                                              p_by_cost) t;
                 exit;
             exception when sqlstate 'FQ002' then
                 tight := false;
@@ -431,13 +450,13 @@ begin
 end $$;
 
 alter function fairqueue.claim_by_tenant_unchecked(text, integer, double precision, text, uuid,
-    text[], integer[], integer, integer[], integer) owner to fairqueue_owner;
+    text[], integer[], integer, integer[], integer, boolean) owner to fairqueue_owner;
 revoke all on function fairqueue.claim_by_tenant_unchecked(text, integer, double precision, text,
-    uuid, text[], integer[], integer, integer[], integer) from public, fairqueue_app;
+    uuid, text[], integer[], integer, integer[], integer, boolean) from public, fairqueue_app;
 
 -- The door: checks the arguments, then runs claim_by_tenant_unchecked as the owner. The quanta
 -- are handed as to the group claim's door (fairqueue.claim): each plan's beside its name, and
--- the default.
+-- the default; p_by_cost as to that door too.
 create or replace function fairqueue.claim_by_tenant(
     p_type text,
     p_batch integer,
@@ -448,20 +467,23 @@ create or replace function fairqueue.claim_by_tenant(
     p_plan_priorities integer[],
     p_default_priority integer,
     p_plan_quanta integer[],
-    p_default_quantum integer
+    p_default_quantum integer,
+    p_by_cost boolean default false
 ) returns table (id uuid, tenant_id text)
 language sql security definer set search_path = pg_catalog, pg_temp
 as $$
 select fairqueue.door_claim_arguments(p_batch, p_lease_s, p_locked_by);
 select fairqueue.door_quanta_arguments(p_plan_names, p_plan_quanta, p_default_quantum);
+select fairqueue.door_argument(p_by_cost is not null,
+    'claim_by_tenant: by cost must be true or false');
 select * from fairqueue.claim_by_tenant_unchecked(p_type, p_batch, p_lease_s, p_locked_by,
     p_run_id, p_plan_names, p_plan_priorities, p_default_priority, p_plan_quanta,
-    p_default_quantum);
+    p_default_quantum, p_by_cost);
 $$;
 
 alter function fairqueue.claim_by_tenant(text, integer, double precision, text, uuid, text[],
-    integer[], integer, integer[], integer) owner to fairqueue_owner;
+    integer[], integer, integer[], integer, boolean) owner to fairqueue_owner;
 revoke all on function fairqueue.claim_by_tenant(text, integer, double precision, text, uuid,
-    text[], integer[], integer, integer[], integer) from public, fairqueue_app;
+    text[], integer[], integer, integer[], integer, boolean) from public, fairqueue_app;
 grant execute on function fairqueue.claim_by_tenant(text, integer, double precision, text, uuid,
-    text[], integer[], integer, integer[], integer) to fairqueue_app;
+    text[], integer[], integer, integer[], integer, boolean) to fairqueue_app;

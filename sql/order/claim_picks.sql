@@ -47,7 +47,8 @@ revoke all on function fairqueue.fill_levels(text[], bigint[], bigint[], integer
 -- after them; jobs whose lease expired before their last attempt join them.
 --
 -- A group's job k (its k-th from its first, from 0) stands at level (served + k) / quantum (its
--- standing's quantum), and the jobs of one level of a group (a quantum's run) all stand at the
+-- standing's quantum); counted by cost (p_by_cost), at (served + the costs of its jobs before
+-- it) / quantum. The jobs of one level of a group (a quantum's run) all stand at the
 -- first of them, so a group at the top gives its whole quantum before the order is taken
 -- again. Groups of plans with other weights have other quanta (Stage(order="shares")). The
 -- order's key is
@@ -77,7 +78,8 @@ create or replace function fairqueue.claim_picks(
     p_plan_priorities integer[],
     p_default_priority integer,
     p_firsts fairqueue.ranked_job[],
-    p_tight boolean
+    p_tight boolean,
+    p_by_cost boolean
 ) returns table (ids uuid[], verified boolean)
 language plpgsql set search_path = pg_catalog, pg_temp set jit = off
     set plan_cache_mode = force_generic_plan
@@ -85,19 +87,21 @@ as $$
 begin
     return query
     -- The first jobs with their plans' priorities, which every step below ranks by, and each
-    -- one's place in its group (k).
+    -- one's place in its group: the units of the group's jobs before it (k, its count when each
+    -- job counts one).
     with firsts as (
-        select f.id, f.created_at, f.group_key, f.served, f.quantum,
+        select f.id, f.created_at, f.group_key, f.served, f.quantum, f.cost,
                fairqueue.plan_priority(f.plan, p_plan_names, p_plan_priorities,
                                        p_default_priority) as priority,
-               row_number() over (partition by f.group_key order by f.created_at, f.id) - 1
+               coalesce(sum(f.cost) over (partition by f.group_key order by f.created_at, f.id
+                                          rows between unbounded preceding and 1 preceding), 0)
                    as k
           from unnest(p_firsts) as f
     ),
     -- Each first group: its level, its first job, its last first job and how many it gave.
     groups as (
         select f.group_key, f.priority, f.served, f.quantum, f.served / f.quantum as level,
-               count(*) as gave,
+               count(*) as gave, sum(f.cost) as gave_units,
                (array_agg(f.created_at order by f.k))[1] as first_created_at,
                (array_agg(f.id order by f.k))[1] as first_id,
                (array_agg(f.created_at order by f.k desc))[1] as last_created_at,
@@ -117,8 +121,10 @@ begin
     -- How many jobs each first group could take at all (the bound above): the rest of its
     -- quantum, and as many more as the places after its own leave room for in the batch (its
     -- jobs at levels past a place l and up to the next stand behind every group at l or before).
+    -- Counted by cost a group's jobs stand at levels no lower than counted one each, so the
+    -- bound holds as it is.
     reach as (
-        select g.group_key, g.priority, g.served, g.quantum, g.level, g.gave,
+        select g.group_key, g.priority, g.served, g.quantum, g.level, g.gave, g.gave_units,
                g.last_created_at, g.last_id,
                greatest(g.quantum - g.served % g.quantum,
                         1 + coalesce(max(least(coalesce(g.quantum * (l.next_level + 1) - 1
@@ -129,7 +135,7 @@ begin
                                      0)) as picks
           from groups g
           join levels l on l.priority = g.priority and l.level >= g.level
-         group by g.group_key, g.priority, g.served, g.quantum, g.level, g.gave,
+         group by g.group_key, g.priority, g.served, g.quantum, g.level, g.gave, g.gave_units,
                   g.last_created_at, g.last_id
     ),
     -- The least a group offers (a share of twice the batch when fewer groups' quanta than the
@@ -153,8 +159,8 @@ begin
     -- in this pass, never less than the share nor than it gave already (tight: the top
     -- priority's groups to one past the water level, the others their first jobs).
     allowed as (
-        select r.group_key, r.priority, r.served, r.quantum, r.gave, r.last_created_at,
-               r.last_id, greatest(r.picks, share.per_group, r.gave) as most,
+        select r.group_key, r.priority, r.served, r.quantum, r.gave, r.gave_units,
+               r.last_created_at, r.last_id, greatest(r.picks, share.per_group, r.gave) as most,
                greatest(case when not p_tight then r.picks
                              when r.priority = share.top
                                  then least(r.picks,
@@ -166,16 +172,19 @@ begin
     -- The jobs on offer, each at its place k in its group: the first jobs (locked already:
     -- mine), then the group's next oldest due jobs, as many as it takes.
     offered_in_groups as (
-        select f.id, f.group_key, f.priority, f.served, f.quantum, f.k, f.created_at, true as mine
+        select f.id, f.group_key, f.priority, f.served, f.quantum, f.k, f.cost, f.created_at,
+               true as mine
           from firsts f
         union all
         select c.id, a.group_key, a.priority, a.served, a.quantum,
-               a.gave - 1 + row_number() over (partition by a.group_key
-                                               order by c.created_at, c.id),
-               c.created_at, false
+               a.gave_units + coalesce(sum(c.cost) over (partition by a.group_key
+                                                         order by c.created_at, c.id
+                                                         rows between unbounded preceding
+                                                                  and 1 preceding), 0),
+               c.cost, c.created_at, false
           from allowed a
           cross join lateral (
-              select j.id, j.created_at
+              select j.id, j.created_at, case when p_by_cost then j.cost else 1 end as cost
                 from fairqueue.jobs j
                where a.take > a.gave
                  and j.type = p_type and j.status = 'pending'
@@ -191,7 +200,7 @@ begin
         select o.id, o.group_key, o.priority, (o.served + o.k) / o.quantum as level,
                first_value(o.created_at) over run as run_created_at,
                first_value(o.id) over run as run_id,
-               o.created_at, o.mine
+               o.created_at, o.mine, o.cost
           from offered_in_groups o
         window run as (partition by o.group_key, (o.served + o.k) / o.quantum
                        order by o.created_at, o.id)
@@ -199,11 +208,12 @@ begin
         select j.id, null,
                fairqueue.plan_priority(t.plan, p_plan_names, p_plan_priorities,
                                        p_default_priority),
-               (coalesce(s.n, 0) - 1 + row_number() over (partition by j.group_key
-                                                          order by j.created_at, j.id))
+               (coalesce(s.n, 0) - case when p_by_cost then j.counted else 1 end
+                + sum(case when p_by_cost then j.cost else 1 end)
+                      over (partition by j.group_key order by j.created_at, j.id))
                    / coalesce(s.quantum,
                               fairqueue.standing_quantum(p_type, coalesce(t.plan, ''))),
-               j.created_at, j.id, j.created_at, false
+               j.created_at, j.id, j.created_at, false, null
           from fairqueue.jobs j
           left join fairqueue.groups g on g.key = j.group_key
           left join fairqueue.tenants t on t.id = j.tenant_id
@@ -256,7 +266,7 @@ begin
                case when n.in_run then o.last_id
                     else 'ffffffff-ffff-ffff-ffff-ffffffffffff' end as after_id
           from allowed a
-          join (select o.group_key, count(*) as offered,
+          join (select o.group_key, count(*) as offered, sum(o.cost) as offered_units,
                        (array_agg(o.level order by o.created_at desc, o.id desc))[1]
                            as last_level,
                        (array_agg(o.run_created_at order by o.created_at desc, o.id desc))[1]
@@ -269,8 +279,8 @@ begin
                  where o.group_key is not null
                  group by 1) o on o.group_key = a.group_key
          cross join lateral (
-             select (a.served + a.take) / a.quantum as next_level,
-                    (a.served + a.take) / a.quantum = o.last_level as in_run) n
+             select (a.served + o.offered_units) / a.quantum as next_level,
+                    (a.served + o.offered_units) / a.quantum = o.last_level as in_run) n
          where a.take < a.most and o.offered = a.take
     )
     select array(select p.id from picked p
@@ -292,6 +302,6 @@ begin
 end $$;
 
 alter function fairqueue.claim_picks(text, integer, text[], integer[], integer,
-    fairqueue.ranked_job[], boolean) owner to fairqueue_owner;
+    fairqueue.ranked_job[], boolean, boolean) owner to fairqueue_owner;
 revoke all on function fairqueue.claim_picks(text, integer, text[], integer[], integer,
-    fairqueue.ranked_job[], boolean) from public, fairqueue_app;
+    fairqueue.ranked_job[], boolean, boolean) from public, fairqueue_app;

@@ -1,5 +1,6 @@
 -- The served rows follow every change to jobs: statement-level triggers that add what became served
--- in the last day and take away what stopped being so, per type and group key, and keep each
+-- in the last day and take away what stopped being so, per type and group key, each job by the
+-- units it counts (`counted`: 1, its cost when claimed by cost, or what it spent), and keep each
 -- group's standing in the claim's order (sql/migrations/0019_standings.sql): a job that becomes due
 -- and pending can only move the head earlier, so it is compared in; a statement that takes the
 -- head's job (or any due pending job) away locks the row, then sets the head again from the jobs in
@@ -153,7 +154,8 @@ begin
            array_agg(a.wake_at order by a.type, a.group_key) as wakes
       into c
       from (select r.type, r.group_key, min(r.tenant_id) as tenant_id,
-                   count(*) filter (where r.served_at > w.watermark) as n_delta,
+                   coalesce(sum(r.counted) filter (where r.served_at > w.watermark), 0)
+                       as n_delta,
                    (array_agg(r.created_at order by r.created_at, r.id)
                         filter (where r.status = 'pending' and r.run_after <= now()))[1]
                        as head_created_at,
@@ -203,6 +205,7 @@ begin
         -- statement's rows would be quadratic.
         select coalesce(bool_or(o.id is null or n.id is null or n.status = 'pending'
                                 or n.type <> o.type or n.group_key <> o.group_key
+                                or n.counted <> o.counted
                                 or (o.served_at is null) <> (n.served_at is null)), false),
                least(min(o.served_at), min(n.served_at))
           into changed, oldest
@@ -223,6 +226,7 @@ begin
             cross join fairqueue.served_watermark w
             where o.id is null or n.id is null
                or n.type <> o.type or n.group_key <> o.group_key
+               or (n.counted <> o.counted and n.served_at > w.watermark)
                or (o.served_at > w.watermark) is distinct from (n.served_at > w.watermark)) then
         return null;
     end if;
@@ -245,13 +249,13 @@ begin
                    null::timestamptz as head_created_at, null::uuid as head_id,
                    null::timestamptz as wake_at, bool_or(ch.departed) as departed
               from (select o.type, o.group_key, o.tenant_id,
-                           case when o.served_at > w.watermark then -1 end as served,
+                           case when o.served_at > w.watermark then -o.counted end as served,
                            o.status = 'pending' and o.run_after <= now() as departed
                       from old_rows o, fairqueue.served_watermark w
                      where not arrivals
                     union all
                     select n.type, n.group_key, n.tenant_id,
-                           case when n.served_at > w.watermark then 1 end, false
+                           case when n.served_at > w.watermark then n.counted end, false
                       from new_rows n, fairqueue.served_watermark w
                      where not arrivals) ch
              group by 1, 2
@@ -277,14 +281,15 @@ begin
                       from (select o.type, o.group_key, o.tenant_id, o.id, o.created_at,
                                    o.run_after, false as is_new, o.status = 'pending' as pending,
                                    o.status = 'pending' and o.run_after <= now() as due,
-                                   case when o.served_at > w.watermark then -1 end as served
+                                   case when o.served_at > w.watermark then -o.counted end
+                                       as served
                               from old_rows o, fairqueue.served_watermark w
                              where arrivals
                             union all
                             select n.type, n.group_key, n.tenant_id, n.id, n.created_at,
                                    n.run_after, true, n.status = 'pending',
                                    n.status = 'pending' and n.run_after <= now(),
-                                   case when n.served_at > w.watermark then 1 end
+                                   case when n.served_at > w.watermark then n.counted end
                               from new_rows n, fairqueue.served_watermark w
                              where arrivals) v) ch
              group by 1, 2
@@ -328,8 +333,9 @@ begin
            array_agg(a.departed order by a.type, a.group_key) as departed
       into c
       from (select r.type, r.group_key,
-                   sum(case when m.served_at > w.watermark then 1 else 0 end
-                       - case when r.served_at > w.watermark then 1 else 0 end) as n_delta,
+                   sum(case when m.served_at > w.watermark then m.counted else 0 end
+                       - case when r.served_at > w.watermark then r.counted else 0 end)
+                       as n_delta,
                    bool_or(r.status = 'pending' and r.run_after <= now()) as departed
               from old_rows r
              cross join fairqueue.served_watermark w

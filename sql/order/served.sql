@@ -55,17 +55,17 @@ begin
     -- of them (the jobs in flight), so that no claim's row version enters an index of served
     -- times: jobs_running_leased puts each of them in it.
     insert into fairqueue.served as s (type, group_key, n, quantum)
-    select e.type, e.group_key, -count(*), fairqueue.standing_quantum(e.type, '')
-      from (select j.type, j.group_key
+    select e.type, e.group_key, -sum(e.counted), fairqueue.standing_quantum(e.type, '')
+      from (select j.type, j.group_key, j.counted
               from fairqueue.jobs j
              where j.status = 'done' and j.served_at > wm and j.served_at <= target
             union all
-            select j.type, j.group_key
+            select j.type, j.group_key, j.counted
               from fairqueue.jobs j
              where j.lease_until is not null and j.status = 'running'
                and j.served_at > wm and j.served_at <= target
             union all
-            select f.type, f.group_key
+            select f.type, f.group_key, f.counted
               from fairqueue.finished_jobs f
              where f.served_at > wm and f.served_at <= target) e
      group by 1, 2

@@ -444,6 +444,16 @@ BAD_ADMISSIONS = [
         "cost is not accepted: the cost is the job type's own",
         id="cost",
     ),
+    *(
+        pytest.param(
+            {"type": "api_analyze", "payload": {"doc": "a"}, "fair_cost": bad},
+            400,
+            "invalid_body",
+            "fair_cost: ",
+            id=f"fair-cost-{bad!r}",
+        )
+        for bad in (0, -1, 1.5, True, "3", None, 1_000_000_001)
+    ),
     pytest.param(
         {"type": "api_analyze", "payload": {"doc": "a"}, "priority": 1},
         400,

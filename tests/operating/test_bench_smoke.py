@@ -60,6 +60,7 @@ def test_smoke_run_has_every_section_with_positive_numbers(admin_dsn: str, tmp_p
         "### Doorbells",
         "### Schedules",
         "### Weighted shares",
+        "### Fairness by cost",
         "### Dashboard pages",
     ):
         assert heading in stdout
@@ -90,6 +91,7 @@ def test_smoke_run_has_every_section_with_positive_numbers(admin_dsn: str, tmp_p
     check_doorbells(results["doorbells"], sizes)
     check_schedules(results["schedules"], sizes)
     check_shares(results["shares"], sizes)
+    check_cost(results["cost"], sizes)
     check_dashboard(results["dashboard"])
 
 
@@ -251,7 +253,7 @@ def check_claim_options(found: dict[str, Any], sizes: dict[str, Any]) -> None:
     # Each option at the fewest and the most groups, every claim a full batch (claim_scale's
     # timed_claim checks each), and each option's growth between them.
     groups = [min(sizes["scale_groups"]), max(sizes["scale_groups"])]
-    options = ["quantum 4", "shares, weights 1:2:3"]
+    options = ["quantum 4", "shares, weights 1:2:3", "fair_by cost, costs 1-100"]
     assert [(c["groups"], c["option"]) for c in found["cases"]] == [
         (g, o) for g in groups for o in options
     ]
@@ -363,6 +365,17 @@ def check_shares(found: dict[str, Any], sizes: dict[str, Any]) -> None:
     assert found["figures"]["ratio_error"] == 0
     assert found["figures"]["jain_min"] == 1
     assert found["figures"]["dry_per_s"] > 0
+
+
+def check_cost(found: dict[str, Any], sizes: dict[str, Any]) -> None:
+    # Every run drained both tenants' backlogs; one pipeline under fair_by="cost" serves each
+    # window's cost about 1:1 (a window's edge cuts at most a batch), where by jobs it would
+    # serve 100:1.
+    assert len(found["runs"]) == sizes["cost_repeats"]
+    for run in found["runs"]:
+        assert run["jobs"] > sizes["cost_cheap_jobs"]
+        assert run["windows"] > 0
+    assert found["figures"]["ratio_error"] < 0.5
 
 
 def check_admission(found: dict[str, Any], sizes: dict[str, Any]) -> None:

@@ -5,11 +5,11 @@ oldest due job, the group at the top giving the rest of its quantum in a row. Wo
 generated: plans, tenants, groups, paused groups, jobs due and not yet due, history inside and
 outside the day, batch sizes from one to more than the groups, quanta from 1 (the exact order)
 to 8, both orders (plan priority, or shares by the plans' weights, each plan's groups taking a
-quantum in proportion to its weight)."""
+quantum in proportion to its weight), service counted in jobs or in their drawn costs
+(Stage(fair_by="cost")), each job counting its cost from its claim on."""
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import replace
 
 from hypothesis import HealthCheck, given, settings
@@ -19,14 +19,15 @@ from fairqueue import PLANS, Stage
 from fairqueue.db import Connection
 from fairqueue.pipeline.claim import claim_batch
 from fairqueue.plans import ORDERS, Order, Plans
-from support.order_workloads import Workload, next_picks, workloads
+from fairqueue.stage import FairBy
+from support.order_workloads import Workload, history_served, next_picks, workloads
 from support.order_workloads import load as load_workload
 
 Stage("ordered", handler=lambda _job: None)
 
 TENANTS = ["t1", "t2", "t3", "t4", "t5", "t6", None]
 GROUPS = ["inbox", "archive", "news", "mail", None]
-ORDERED = workloads(TENANTS, GROUPS)
+ORDERED = workloads(TENANTS, GROUPS, costs=True)
 
 
 def _reset(conn: Connection) -> None:
@@ -46,6 +47,7 @@ WEIGHTS = st.sampled_from([0.25, 0.5, 1, 1.5, 2, 3])
     quantum=st.one_of(st.just(1), st.integers(min_value=1, max_value=8)),
     order=st.sampled_from(ORDERS),
     weights=st.tuples(WEIGHTS, WEIGHTS, WEIGHTS),
+    fair_by=st.sampled_from(["jobs", "cost"]),
 )
 def test_every_batch_is_the_next_picks_of_the_plain_model(
     conn: Connection,
@@ -53,6 +55,7 @@ def test_every_batch_is_the_next_picks_of_the_plain_model(
     quantum: int,
     order: Order,
     weights: tuple[float, float, float],
+    fair_by: FairBy,
 ) -> None:
     # One type whose quanta change from example to example (the stage's quantum, its order, the
     # plans' weights): each change restamps the type's standings (the claim door's
@@ -62,9 +65,13 @@ def test_every_batch_is_the_next_picks_of_the_plain_model(
     )
     _reset(conn)
     due = load_workload(conn, "ordered", load)
-    served = Counter(key for key, recent in load.history if recent)
+    # The history's rows count their costs whatever the stage counts by: a type's served counts
+    # are the units its jobs were counted as when claimed, however they were claimed.
+    served = history_served(load)
     for batch in load.batches:
-        expected = next_picks(load, due, served, quantum, batch, plans=plans, order=order)
+        expected = next_picks(
+            load, due, served, quantum, batch, plans=plans, order=order, fair_by=fair_by
+        )
         claimed = claim_batch(
             conn,
             "ordered",
@@ -74,5 +81,6 @@ def test_every_batch_is_the_next_picks_of_the_plain_model(
             quantum=quantum,
             order=order,
             plans=plans,
+            fair_by=fair_by,
         )
         assert sorted(str(c.id) for c in claimed) == sorted(str(i) for i in expected)

@@ -64,6 +64,7 @@ def claim_in(conn: Connection) -> list[UUID]:
             "locked_by": "first",
             "run_id": None,
             "quantum": 1,
+            "by_cost": False,
             **PLANS.claim_params(),
         },
     ).fetchall()

@@ -19,14 +19,15 @@ from fairqueue import PLANS, Plans, Stage
 from fairqueue.db import Connection
 from fairqueue.pipeline.claim import claim_batch
 from fairqueue.plans import ORDERS, Order
-from support.order_workloads import Workload, next_tenant_picks, workloads
+from fairqueue.stage import FairBy
+from support.order_workloads import Workload, history_served, next_tenant_picks, workloads
 from support.order_workloads import load as load_workload
 
 Stage("tenant_quanta", handler=lambda _job: None, fair_share="tenant")
 
 TENANTS = ["t1", "t2", "t3", "t4", None]
 GROUPS = ["inbox", "archive", "news", "mail", "a", "b", None]
-BY_TENANT = workloads(TENANTS, GROUPS)
+BY_TENANT = workloads(TENANTS, GROUPS, costs=True)
 WEIGHTS = st.sampled_from([0.25, 0.5, 1, 1.5, 2, 3])
 
 
@@ -51,6 +52,7 @@ def _reset(conn: Connection, quantum: int) -> None:
     quantum=st.one_of(st.just(1), st.integers(min_value=1, max_value=8)),
     order=st.sampled_from(ORDERS),
     weights=st.tuples(WEIGHTS, WEIGHTS, WEIGHTS),
+    fair_by=st.sampled_from(["jobs", "cost"]),
 )
 def test_every_batch_is_the_next_picks_of_the_plain_model(
     conn: Connection,
@@ -58,6 +60,7 @@ def test_every_batch_is_the_next_picks_of_the_plain_model(
     quantum: int,
     order: Order,
     weights: tuple[float, float, float],
+    fair_by: FairBy,
 ) -> None:
     # Under shares each tenant's quantum is the stage's times its plan's weight: the weights
     # change from example to example, so the tenant standings are restamped by plan too.
@@ -66,11 +69,21 @@ def test_every_batch_is_the_next_picks_of_the_plain_model(
     )
     _reset(conn, quantum)
     due = load_workload(conn, "tenant_quanta", load)
-    group_served = Counter(key for key, recent in load.history if recent)
-    tenant_served = Counter(key[0] for key, recent in load.history if recent)
+    group_served = history_served(load)
+    tenant_served: Counter[str | None] = Counter()
+    for (tenant, _), units in group_served.items():
+        tenant_served[tenant] += units
     for batch in load.batches:
         expected = next_tenant_picks(
-            load, due, tenant_served, group_served, quantum, batch, plans=plans, order=order
+            load,
+            due,
+            tenant_served,
+            group_served,
+            quantum,
+            batch,
+            plans=plans,
+            order=order,
+            fair_by=fair_by,
         )
         claimed = claim_batch(
             conn,
@@ -81,6 +94,7 @@ def test_every_batch_is_the_next_picks_of_the_plain_model(
             quantum=quantum,
             order=order,
             plans=plans,
+            fair_by=fair_by,
         )
         assert sorted(str(c.id) for c in claimed) == sorted(str(i) for i in expected)
 
@@ -100,7 +114,7 @@ def test_the_guides_batch_at_quantum_3(conn: Connection) -> None:
         batches=[],
     )
     due = load_workload(conn, "tenant_quanta", workload)
-    names = {job_id: f"{key[1].upper()}{age // 4 + 1}" for job_id, key, age in due}
+    names = {job_id: f"{key[1].upper()}{age // 4 + 1}" for job_id, key, age, _ in due}
     batches = [
         {
             names[c.id]

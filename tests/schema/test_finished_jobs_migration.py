@@ -81,7 +81,9 @@ def test_finished_jobs_leave_in_batches_while_the_queue_goes_on(released_dsn: st
         assert len(before) == 9
 
         assert "0022_finished_jobs.sql" in migrate(conn)
-        assert {i: {k: v for k, v in r.items() if k != "side"} for i, r in jobs(conn).items()} == (
+        # The columns the release knew (later migrations add more).
+        known = next(iter(before.values())).keys()
+        assert {i: {k: v for k, v in r.items() if k in known} for i, r in jobs(conn).items()} == (
             before
         )
         assert conn.execute(SERVED).fetchall() == served_before
@@ -123,7 +125,7 @@ def test_finished_jobs_leave_in_batches_while_the_queue_goes_on(released_dsn: st
                 # Finished by hand without a time: it finished when it was last taken.
                 assert new["finished_at"] == old["locked_at"]
                 old = {**old, "finished_at": old["locked_at"]}
-            assert {k: v for k, v in new.items() if k != "side"} == old
+            assert {k: v for k, v in new.items() if k in known} == old
 
         # The dedupe key the open job held is free again once it finished, and the served
         # counts are what the jobs on both sides say.

@@ -216,7 +216,7 @@ def test_a_groups_first_job_is_read_from_its_head_on_not_past_its_claimed_jobs(c
         before = conn.execute(pages).fetchone()
         (first,) = conn.execute(
             "select array(select f.id from unnest(fairqueue.claim_firsts('planned', 1, %s, %s, %s,"
-            " true)) f) as first_ids",
+            " true, false)) f) as first_ids",
             (params["plan_names"], params["plan_priorities"], params["default_priority"]),
         ).fetchall()
         after = conn.execute(pages).fetchone()

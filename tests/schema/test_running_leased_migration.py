@@ -47,7 +47,12 @@ def test_a_leaseless_running_job_gets_a_lease_that_ran_out_and_none_is_made_agai
         before = {r["id"]: r for r in conn.execute("select * from fairqueue.jobs").fetchall()}
 
         assert "0041_served_time_index_done_only.sql" in migrate(conn)
-        after = {r["id"]: r for r in conn.execute("select * from fairqueue.jobs").fetchall()}
+        # The columns the release knew (later migrations add more).
+        known = before[pending].keys()
+        after = {
+            r["id"]: {k: v for k, v in r.items() if k in known}
+            for r in conn.execute("select * from fairqueue.jobs").fetchall()
+        }
         assert after[leaseless]["lease_until"] == before[leaseless]["locked_at"]
         assert {k: v for k, v in after[leaseless].items() if k != "lease_until"} == {
             k: v for k, v in before[leaseless].items() if k != "lease_until"

@@ -80,6 +80,16 @@ HOSTILE_CALLS = [
     " array[0, 0], 0, array[1, 2], 1)",
     f"select * from fairqueue.claim('served_kind', 10, 60, '', null, {PLANS}, {QUANTA})",
     "select fairqueue.quanta_stamped('served_kind', array['free'], array[2000], 1)",
+    f"select * from fairqueue.claim('served_kind', 10, 60, 'me', null, {PLANS}, {QUANTA}, null)",
+    "select * from fairqueue.enqueue_job('served_kind', 't', '{}', null, null, 3, null, 0, 0)",
+    "select * from fairqueue.enqueue_job('served_kind', 't', '{}', null, null, 3, null, 0,"
+    " 1000000001)",
+    "select * from fairqueue.enqueue_jobs('served_kind', 't', '[{}]', null, null, array[3], null,"
+    " array[0]::float8[], array[-1])",
+    "select * from fairqueue.enqueue_jobs('served_kind', 't', '[{}]', null, null, array[3], null,"
+    " array[0]::float8[], array[1, 1])",
+    "select fairqueue.settle_spent(array['t'], array[gen_random_uuid()], array[0]::bigint[], 'me')",
+    "select fairqueue.settle_spent(array['t'], array[gen_random_uuid()], null, 'me')",
     f"select * from fairqueue.claim_by_tenant('served_kind', 1000000, 10, 'me', null, {PLANS},"
     f" {QUANTA})",
     f"select * from fairqueue.claim_by_tenant('served_kind', 10, 1e9, 'me', null, {PLANS},"
@@ -97,7 +107,7 @@ HOSTILE_CALLS = [
     + PLANS
     + ", "
     + QUANTA
-    + ")",
+    + ", false)",
     "select * from fairqueue.keep_partitions(interval '1 hour', 7, interval '1 s')",
     "select * from fairqueue.keep_partitions(interval '7 days', 0, interval '1 s')",
     "select * from fairqueue.keep_partitions(interval '7 days', 7, interval '1 minute')",
@@ -114,7 +124,9 @@ HOSTILE_CALLS = [
     "select * from fairqueue.due_give_ups(array['served_kind'], interval '0 s', 10)",
     "select * from fairqueue.due_give_ups(array['served_kind'], interval '1 minute', 0)",
     "select fairqueue.close_abandoned_runs(interval '8 days')",
-    "select * from fairqueue.claim_unchecked('served_kind', 10, 60, 'me', null, " + PLANS + ")",
+    "select * from fairqueue.claim_unchecked('served_kind', 10, 60, 'me', null, "
+    + PLANS
+    + ", false)",
     "select * from fairqueue.find_jobs(null, null, null, null, null, 0)",
     "select * from fairqueue.find_jobs(null, null, null, null, null, 10001)",
     "select * from fairqueue.find_jobs(null, 'lost', null, null, null, 10)",

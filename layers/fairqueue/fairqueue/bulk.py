@@ -55,6 +55,7 @@ class NewJob:
     dedupe_key: str | None = None
     run_after: datetime | timedelta | None = None
     max_attempts: int | None = None
+    cost: int = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +127,7 @@ class PreparedMany:
     max_attempts: list[int] = field(default_factory=list)
     run_ats: list[datetime | None] = field(default_factory=list)
     delays_s: list[float] = field(default_factory=list)
+    costs: list[int] = field(default_factory=list)
     # The places refused before the database is asked, and why.
     refused: dict[int, Refusal] = field(default_factory=dict)
 
@@ -136,6 +138,7 @@ class PreparedMany:
         self.max_attempts.append(fields.max_attempts)
         self.run_ats.append(fields.run_at)
         self.delays_s.append(fields.delay_s)
+        self.costs.append(fields.cost)
 
 
 def prepare_many(job_type: str, jobs: Sequence[NewJob], *, tenant_id: str | None) -> PreparedMany:
@@ -176,6 +179,8 @@ def _prepared_together(
                 and item.dedupe_key is None
                 and item.run_after is None
                 and item.max_attempts is None
+                and item.cost == 1
+                and type(item.cost) is int
             ):
                 fields = defaults
             else:
@@ -185,6 +190,7 @@ def _prepared_together(
                     dedupe_key=item.dedupe_key,
                     run_after=item.run_after,
                     max_attempts=item.max_attempts,
+                    cost=item.cost,
                 )
             if fields.dedupe_key is not None:
                 if fields.dedupe_key in seen_keys:
@@ -236,6 +242,7 @@ def _prepared_each(
                 max_attempts=job.max_attempts,
                 run_at=job.run_at,
                 delay_s=job.delay_s,
+                cost=job.cost,
             ),
         )
     prepared.payloads = f"[{','.join(encoded)}]"
@@ -258,6 +265,7 @@ def _prepare_one(
             dedupe_key=item.dedupe_key,
             run_after=item.run_after,
             max_attempts=item.max_attempts,
+            cost=item.cost,
             payload_limit=payload_limit,
         )
     except FairqueueError as exc:
@@ -285,6 +293,8 @@ def insert_many(
             "max_attempts": prepared.max_attempts,
             "run_afters": _unless_all_null(prepared.run_ats),
             "delays_s": prepared.delays_s,
+            # Every cost 1 (the common call) goes as no array: the door reads that as 1 each.
+            "costs": None if all(c == 1 for c in prepared.costs) else prepared.costs,
         },
     ).fetchone()
     assert row is not None, "the enqueue_many statement answers one row"

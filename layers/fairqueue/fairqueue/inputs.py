@@ -33,6 +33,9 @@ MAX_BATCH: Final = 1000
 """The most jobs one claim may take (the claim's door refuses more)."""
 
 MAX_QUANTUM: Final = 1000
+# The largest cost a job may carry (enqueue's cost=): a day's served count, a bigint, then cannot
+# overflow however many jobs a group runs. The SQL doors check the same (door_costs).
+MAX_COST: Final = 1_000_000_000
 """The largest quantum a stage may give its groups (the claim's door refuses more)."""
 
 MAX_ENQUEUE_MANY: Final = 10_000
@@ -81,6 +84,13 @@ def check_attempts(what: str, value: object) -> int:
         raise InvalidPayload(
             f"{what} must be a whole number from 1 to {MAX_ATTEMPTS}, got {value!r}"
         )
+    return value
+
+
+def check_cost(what: str, value: object) -> int:
+    """A job's ``cost``: a whole number of units from 1 to MAX_COST."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_COST:
+        raise InvalidPayload(f"{what} must be a whole number from 1 to {MAX_COST}, got {value!r}")
     return value
 
 

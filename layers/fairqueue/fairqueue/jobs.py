@@ -13,7 +13,14 @@ from pydantic import ValidationError
 from .db import Connection, after_commit, names_missing_schema
 from .doorbells import Doorbell, ringing
 from .errors import InvalidPayload, PayloadTooLarge, UnknownJobType
-from .inputs import check_attempts, check_delay, check_label, integral_numbers, storable_json
+from .inputs import (
+    check_attempts,
+    check_cost,
+    check_delay,
+    check_label,
+    integral_numbers,
+    storable_json,
+)
 from .queries import query
 from .settings import settings
 from .stage import Stage, known_stage, known_types
@@ -69,6 +76,8 @@ class PreparedJob:
     max_attempts: int
     run_at: datetime | None
     delay_s: float
+    # Its cost in units, what it counts as served under Stage(fair_by="cost").
+    cost: int
     # The payload as the compact JSON that was checked and measured: what is stored.
     payload_json: str
     # Its size in bytes, UTF-8, as the limits count it.
@@ -84,6 +93,7 @@ def prepare(
     dedupe_key: str | None = None,
     run_after: datetime | timedelta | None = None,
     max_attempts: int | None = None,
+    cost: int = 1,
 ) -> PreparedJob:
     """Check a job without touching the database; every problem is an error naming it."""
     stage = stage_of(job_type)
@@ -96,6 +106,7 @@ def prepare(
         dedupe_key=dedupe_key,
         run_after=run_after,
         max_attempts=max_attempts,
+        cost=cost,
         payload_limit=max_payload_bytes(),
     )
 
@@ -110,6 +121,7 @@ class JobFields:
     max_attempts: int
     run_at: datetime | None
     delay_s: float
+    cost: int = 1
 
 
 def job_fields(
@@ -119,6 +131,7 @@ def job_fields(
     dedupe_key: str | None,
     run_after: datetime | timedelta | None,
     max_attempts: int | None,
+    cost: object = 1,
 ) -> JobFields:
     """The job's own arguments besides its payload, checked; InvalidPayload names the first one
     that is wrong."""
@@ -146,6 +159,7 @@ def job_fields(
         max_attempts=attempts,
         run_at=run_at,
         delay_s=delay_s,
+        cost=check_cost(f"{job_type}: cost", cost),
     )
 
 
@@ -159,6 +173,7 @@ def prepare_for(
     run_after: datetime | timedelta | None,
     max_attempts: int | None,
     payload_limit: int,
+    cost: object = 1,
 ) -> PreparedJob:
     """``prepare``'s checks of what is the job's own, for a stage already found and a tenant id
     already checked: a caller checking many jobs of one stage and tenant finds and checks those
@@ -177,6 +192,7 @@ def prepare_for(
         dedupe_key=dedupe_key,
         run_after=run_after,
         max_attempts=max_attempts,
+        cost=cost,
     )
     return PreparedJob(
         type=job_type,
@@ -187,6 +203,7 @@ def prepare_for(
         max_attempts=fields.max_attempts,
         run_at=fields.run_at,
         delay_s=fields.delay_s,
+        cost=fields.cost,
         payload_json=encoded,
         payload_bytes=size,
     )
@@ -229,6 +246,7 @@ def insert(conn: Connection, job: PreparedJob) -> UUID | None:
             "max_attempts": job.max_attempts,
             "run_after": job.run_at,
             "delay_s": job.delay_s,
+            "cost": job.cost,
         },
     ).fetchone()
     assert row is not None, "the enqueue statement answers one row"
@@ -250,8 +268,12 @@ def enqueue(
     dedupe_key: str | None = None,
     run_after: datetime | timedelta | None = None,
     max_attempts: int | None = None,
+    cost: int = 1,
 ) -> UUID | None:
     """Insert a job; returns its id, or None when an open job has the same dedupe key.
+
+    ``cost`` (a whole number from 1 to MAX_COST) is what the job counts as served when its
+    stage is fair by cost (``Stage(fair_by="cost")``); every job counts one otherwise.
 
     Runs in the caller's transaction, clamped to ``tenant_id``: the job exists once the caller
     commits. A transaction already clamped to another tenant is refused (TenantMismatch).
@@ -264,6 +286,7 @@ def enqueue(
         dedupe_key=dedupe_key,
         run_after=run_after,
         max_attempts=max_attempts,
+        cost=cost,
     )
     job_id = insert(conn, prepared)
     ring_when_committed(conn, doorbell_for(prepared, job_id))

@@ -77,17 +77,25 @@ def admit(
     delta_of: UUID | None = None,
     group_id: str | None = None,
     dedupe_key: str | None = None,
+    fair_cost: int = 1,
 ) -> Admission:
     """Admit a job into a lane, or raise the error the click deserves; nothing lands then.
 
-    ``cost`` defaults to the stage's ``credit_cost``. A stage with an ``upstream`` creates its
-    held work here, under the lock, so the upstream's validation is an admission error.
+    ``cost`` defaults to the stage's ``credit_cost``. ``fair_cost`` is the job's cost in the
+    fair order, what ``enqueue`` takes as ``cost`` (``Stage(fair_by="cost")``). A stage with an
+    ``upstream`` creates its held work here, under the lock, so the upstream's validation is an
+    admission error.
     Raises InvalidPayload, UnknownJobType, PayloadTooLarge, InsufficientCredit, UnknownJob (a
     ``delta_of`` not in this lane), DuplicateJob, UpstreamRejected, UpstreamUnavailable.
     """
     check_label(f"{job_type}: the lane", lane, required=True)
     prepared = prepare(
-        job_type, payload, tenant_id=tenant_id, group_id=group_id, dedupe_key=dedupe_key
+        job_type,
+        payload,
+        tenant_id=tenant_id,
+        group_id=group_id,
+        dedupe_key=dedupe_key,
+        cost=fair_cost,
     )
     stage = known_stage(job_type)
     assert stage is not None, "prepare() refuses unknown types"
@@ -110,6 +118,7 @@ def admit(
         "payload": Jsonb(prepared.payload),
         "group_id": group_id,
         "max_attempts": prepared.max_attempts,
+        "fair_cost": prepared.cost,
     }
     # The checks take the lane's lock (and the balance's, when the job costs credits), held
     # until the transaction ends.

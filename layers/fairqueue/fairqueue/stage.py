@@ -116,6 +116,9 @@ Delivery = Literal["cron", "doorbell"]
 # with more groups takes more turns. tenant: the tenant served least goes first, then its group
 # served least; a tenant's share does not grow with its groups.
 FairShare = Literal["group", "tenant"]
+# What service is counted in. jobs: every job counts one. cost: a job counts its cost (enqueue's
+# cost=), or the quota units it spent when it spent any (docs/guide/fairness.md).
+FairBy = Literal["jobs", "cost"]
 GiveUpHook = Callable[[Job, str], None]
 
 
@@ -150,6 +153,9 @@ class Stage:
     # first; "shares", every plan served in proportion to its weight, a plan's groups taking a
     # quantum of quantum x weight (at the tenant level, a plan's tenants).
     order: Order = "priority"
+    # What the order counts as service (docs/guide/fairness.md): "jobs", one a job; "cost",
+    # each job its cost, settled to the quota units it spent. At either level.
+    fair_by: FairBy = "jobs"
     # Admitted stages (fairqueue.lanes.admit): what one job costs in credits, and the upstream
     # service whose held work the job starts once it holds its lane (a protocol: unchecked).
     credit_cost: Annotated[int, Ge(0)] = 0

@@ -11,11 +11,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Final, Literal
+from typing import Annotated, Any, Final, Literal
 from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
+from ..inputs import MAX_COST
 from ..results import Result
 
 OPENAPI_PATH: Final = "/openapi.json"
@@ -76,6 +77,15 @@ def _storable_object(description: str) -> dict[str, Any]:
     return {"allOf": [{"$ref": STORABLE_OBJECT_REF}], "description": description}
 
 
+def _whole_number(value: object) -> object:
+    """A whole number as JSON Schema has one (2.0 is an integer), never a boolean or a text."""
+    if isinstance(value, bool | str):
+        raise ValueError("must be a whole number")
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
 class AdmitRequest(BaseModel):
     """No other field is accepted: not tenant_id, lane or cost."""
 
@@ -104,6 +114,16 @@ class AdmitRequest(BaseModel):
         max_length=200,
         description="The fairness group the job is counted in.",
         json_schema_extra={"pattern": NO_NUL},
+    )
+    fair_cost: Annotated[int, BeforeValidator(_whole_number)] = Field(
+        default=1,
+        ge=1,
+        le=MAX_COST,
+        strict=True,
+        description=(
+            "What the job counts as served in the fair order of a stage fair by cost (its"
+            " units of work, such as tokens); not its credits, which are the type's own."
+        ),
     )
 
 

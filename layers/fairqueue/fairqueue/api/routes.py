@@ -145,6 +145,7 @@ def build_resolver(connections: Connections, names: ClaimNames | None = None) ->
                 delta_of=request.delta_of,
                 group_id=request.group_id,
                 dedupe_key=request.dedupe_key,
+                fair_cost=request.fair_cost,
             )
         answer = Admitted(
             id=admission.job_id, status=admission.status, place=admission.place, lane=identity.lane

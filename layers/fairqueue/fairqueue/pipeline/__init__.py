@@ -110,6 +110,7 @@ class Pipeline:
                     fair_share=stage.fair_share,
                     quantum=stage.quantum,
                     order=stage.order,
+                    fair_by=stage.fair_by,
                 )
             if claimed:
                 run.run_batch(stage, claimed)

@@ -28,7 +28,7 @@ from ..errors import ConfigurationError
 from ..inputs import MAX_BATCH, MAX_LEASE_S, MAX_QUANTUM
 from ..plans import ORDERS, PLANS, Order, Plans
 from ..queries import query
-from ..stage import FairShare, known_stage
+from ..stage import FairBy, FairShare, known_stage
 from ..tenancy import tenant_transaction
 from ..upstream import release_delay
 
@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 # (sql/order/claim.queries.sql).
 CLAIMS: Mapping[str, str] = {"group": "claim_and_read", "tenant": "claim_and_read_by_tenant"}
 FAIR_SHARES = tuple(CLAIMS)
+FAIR_BYS: tuple[FairBy, ...] = ("jobs", "cost")
 
 
 @dataclass(frozen=True)
@@ -100,6 +101,7 @@ def claim_batch(
     fair_share: FairShare | None = None,
     quantum: int | None = None,
     order: Order | None = None,
+    fair_by: FairBy | None = None,
 ) -> list[ClaimedJob]:
     """Claim up to ``batch`` jobs of a type in fair order, then read them tenant by tenant.
 
@@ -108,7 +110,9 @@ def claim_batch(
     ``quantum`` is how many jobs in a row the group (or tenant) at the top gives; None
     takes the stage's (``Stage.quantum``), 1 for a type no stage declares here. ``order`` is
     how plans weigh, ``"priority"`` or ``"shares"``; None takes the stage's
-    (``Stage.order``), ``"priority"`` for a type no stage declares here. The
+    (``Stage.order``), ``"priority"`` for a type no stage declares here. ``fair_by`` is what
+    a job counts as served, ``"jobs"`` (one) or ``"cost"`` (its cost); None takes the stage's
+    (``Stage.fair_by``), ``"jobs"`` for a type no stage declares here. The
     claim itself crosses tenants and sees ids only; each job's payload is read again under its
     own tenant's clamp, in the same statement (the server switches the clamp).
     """
@@ -123,6 +127,7 @@ def claim_batch(
     level = (stage.fair_share if stage else "group") if fair_share is None else fair_share
     turn = (stage.quantum if stage else 1) if quantum is None else quantum
     weighing = (stage.order if stage else "priority") if order is None else order
+    counting = (stage.fair_by if stage else "jobs") if fair_by is None else fair_by
     if level not in FAIR_SHARES:
         raise ConfigurationError(
             f"claim of {job_type}: fair_share must be one of {', '.join(FAIR_SHARES)},"
@@ -136,6 +141,10 @@ def claim_batch(
         raise ConfigurationError(
             f"claim of {job_type}: order must be one of {', '.join(ORDERS)}, got {weighing!r}"
         )
+    if counting not in FAIR_BYS:
+        raise ConfigurationError(
+            f"claim of {job_type}: fair_by must be one of {', '.join(FAIR_BYS)}, got {counting!r}"
+        )
     params = {
         "type": job_type,
         "batch": batch,
@@ -143,6 +152,7 @@ def claim_batch(
         "locked_by": locked_by,
         "run_id": run_id,
         **plans.claim_params(weighing, turn),
+        "by_cost": counting == "cost",
     }
     # The statistics check, the expiry and a change of quantum commit on their own first (on an
     # autocommit connection), so the claim never holds counter rows locked by the expiry while

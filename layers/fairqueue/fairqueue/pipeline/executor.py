@@ -23,6 +23,7 @@ from ..stage import Job, Stage
 from ..tenancy import tenant_transaction
 from . import claim
 from .connections import RunConnections
+from .spent import SpentUnits
 
 
 class NotStarted(Exception):
@@ -102,8 +103,10 @@ class Executor:
         follow_ups: FollowUps,
         stop: threading.Event | None,
         record_with_writes: RecordWithWrites,
+        spent: SpentUnits,
     ) -> None:
         self.db = db
+        self.spent = spent
         self.tally = tally
         self.follow_ups = follow_ups
         self.stop = stop
@@ -224,6 +227,8 @@ class Executor:
             with self.db.use() as shared:
                 quotas.spend(shared, quota, units)
                 tally.units += units
+            if stage.fair_by == "cost":
+                self.spent.add(claimed.id, units)
 
         def follow_up(job_type: str, payload: dict[str, Any], **options: Any) -> None:
             if options.get("tenant_id") != claimed.tenant_id:

@@ -24,6 +24,7 @@ from ..validation import problems
 from . import claim, give_ups
 from .connections import RunConnections
 from .executor import FollowUps, JobLost, ReleaseFailed
+from .spent import SpentUnits, settle
 
 log = logging.getLogger("fairqueue.outcomes")
 
@@ -37,6 +38,7 @@ class Outcomes:
         locked_by: str,
         tally: RunTally,
         follow_ups: FollowUps,
+        spent: SpentUnits,
         by_type: dict[str, Stage],
         job_for: Callable[[Stage, claim.ClaimedJob, Callable[[], Connection] | None], Job],
     ) -> None:
@@ -45,6 +47,7 @@ class Outcomes:
         self.locked_by = locked_by
         self.tally = tally
         self.follow_ups = follow_ups
+        self.spent = spent
         self.by_type = by_type
         self.job_for = job_for
 
@@ -81,6 +84,8 @@ class Outcomes:
         # taken again whole, and its follow-ups with it.
         follow_ups = self.follow_ups.parked_for(job.id for job in succeeded)
         owned = [(job.tenant_id, job.id) for job in succeeded]
+        # What jobs fair by cost spent, settled first; kept until the completion is recorded.
+        settle(conn, owned, self.spent.peek(job.id for job in succeeded), self.locked_by)
         if not follow_ups:
             # Nothing to insert after the completions: one statement, no transaction.
             done = claim.count_completed(conn, owned, self.locked_by, outputs)
@@ -101,6 +106,7 @@ class Outcomes:
             done = len(held)
             ringing.ring(conn, bells)
         self.follow_ups.drop(job.id for job in succeeded)
+        self.spent.take(job.id for job in succeeded)
         return done
 
     def count_completion(
@@ -126,9 +132,9 @@ class Outcomes:
         both commit with the handler's writes or none of them does. Raises JobLost when the run
         no longer holds the job: the caller's transaction then rolls back. The doorbells of the
         follow-ups, to ring once committed."""
-        held = claim.complete_claimed(
-            conn, [(job.tenant_id, job.id)], self.locked_by, {job.id: output}
-        )
+        owned = [(job.tenant_id, job.id)]
+        settle(conn, owned, self.spent.take([job.id]), self.locked_by)
+        held = claim.complete_claimed(conn, owned, self.locked_by, {job.id: output})
         if not held:
             self.follow_ups.take(job.id)
             raise JobLost(
@@ -198,6 +204,7 @@ class Outcomes:
         tally: StageTally,
     ) -> None:
         self.follow_ups.take(job.id)  # follow-ups land only with a completion
+        self.spent.take([job.id])  # spent units are settled only by a completion
         if isinstance(error, JobLost):
             # Another run holds the job now; its outcome is that run's to record.
             self.count_lost(tally, 1)

@@ -31,6 +31,7 @@ from .connections import RunConnections, connect_retrying
 from .executor import Executor, FollowUps, NotStarted
 from .leases import LeaseKeeper
 from .outcomes import Outcomes
+from .spent import SpentUnits
 from .trailing import TrailingCompletion
 
 log = logging.getLogger("fairqueue.run")
@@ -100,17 +101,24 @@ class Run:
         self.connection_fault: str | None = None
         self.longest_batch: dict[str, float] = {}
         follow_ups = FollowUps()
+        spent = SpentUnits()
         self.outcomes = Outcomes(
             db,
             run_id=run_id,
             locked_by=self.locked_by,
             tally=self.tally,
             follow_ups=follow_ups,
+            spent=spent,
             by_type=self.by_type,
             job_for=lambda stage, job, open_conn: self.executor.job_for(stage, job, open_conn),
         )
         self.executor = Executor(
-            db, self.tally, follow_ups, stop, record_with_writes=self.outcomes.complete_with_writes
+            db,
+            self.tally,
+            follow_ups,
+            stop,
+            record_with_writes=self.outcomes.complete_with_writes,
+            spent=spent,
         )
         self.leases = LeaseKeeper(db, self.locked_by)
         # Whether a batch's completion may trail the next claim (the loop's batches; a

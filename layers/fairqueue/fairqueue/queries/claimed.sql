@@ -89,3 +89,9 @@ select fairqueue.job_give_up_fired(%(id)s, %(tenant_id)s) as fired;
 -- A door (sql/functions/give_ups.sql): hooks owed longer than the grace, across tenants.
 select id, type, tenant_id, last_error
   from fairqueue.due_give_ups(%(types)s::text[], %(grace_s)s * interval '1 second', %(limit)s);
+
+-- name: settle_spent
+-- What a batch's jobs of a stage fair by cost spent becomes what they count as served, before
+-- their completion (sql/functions/claimed_batch.sql).
+select fairqueue.settle_spent(%(tenant_ids)b::text[], %(ids)b::uuid[], %(units)b::bigint[],
+                              %(locked_by)s) as settled;

@@ -6,7 +6,7 @@
 select clamped_to, system, matches, id
   from fairqueue.enqueue_job(%(type)s, %(tenant_id)s, %(payload)s::jsonb, %(group_id)s,
                              %(dedupe_key)s, %(max_attempts)s, %(run_after)s::timestamptz,
-                             %(delay_s)s);
+                             %(delay_s)s, %(cost)s);
 
 -- name: status_by_type
 -- A door (sql/functions/queue_status.sql): counts per type across tenants.
@@ -26,7 +26,7 @@ select clamped_to, system, matches, ids
   from fairqueue.enqueue_jobs(%(type)s, %(tenant_id)s, %(payloads)s::jsonb,
                               %(group_ids)b::text[], %(dedupe_keys)b::text[],
                               %(max_attempts)b::integer[], %(run_afters)b::timestamptz[],
-                              %(delays_s)b::float8[]);
+                              %(delays_s)b::float8[], %(costs)b::integer[]);
 
 -- name: find_jobs
 -- A door (sql/functions/job_info.sql): ids and tenants of the matching jobs, newest first.

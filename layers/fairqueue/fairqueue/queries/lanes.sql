@@ -12,7 +12,7 @@ select clamped_to, system, matches, id, delta_found, balance, busy, dedupe_taken
   from fairqueue.admission(%(tenant_id)s, %(lane)s, %(lane_lock)s, %(lane_key)s,
                            %(credit_lock)s, %(credit_key)s, %(charge)s, %(delta_of)s,
                            %(dedupe_key)s, %(type)s, %(payload)s, %(group_id)s,
-                           %(max_attempts)s);
+                           %(max_attempts)s, %(fair_cost)s);
 
 -- name: admission_checks
 -- Clamps, then takes the lane's lock, and the balance's when charge > 0.
@@ -26,7 +26,7 @@ select clamped_to, system, matches, id, delta_found, balance, busy, dedupe_taken
 select status, place
   from fairqueue.admission_insert(%(id)s, %(type)s, %(payload)s, %(tenant_id)s, %(group_id)s,
                                   %(dedupe_key)s, %(max_attempts)s, %(lane)s, %(delta_of)s,
-                                  %(cost)s, %(upstream_id)s, %(status)s);
+                                  %(cost)s, %(upstream_id)s, %(status)s, %(fair_cost)s);
 
 -- name: lane_job
 -- Under the tenant's clamp: one job of the lane, and its place in it: 1 holds the lane (a delta
