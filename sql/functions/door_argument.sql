@@ -135,14 +135,19 @@ revoke all on function fairqueue.door_quanta_arguments(text[], integer[], intege
 create or replace function fairqueue.door_costs(p_door text, p_costs integer[]) returns void
 language plpgsql set search_path = pg_catalog, pg_temp
 as $$
+declare
+    bad record;
 begin
-    perform fairqueue.door_argument(
-        array_position(p_costs, null) is null
-            and coalesce((select min(c) >= 1 and max(c) <= 1000000000 from unnest(p_costs) c),
-                         true),
-        format('%s: cost must be a whole number from 1 to 1000000000, got %s', p_door,
-               coalesce((select c::text from unnest(p_costs) c
-                          where c is null or c < 1 or c > 1000000000 limit 1), 'null')));
+    -- One read of the costs; the message is made only for a cost refused.
+    select c.cost into bad
+      from unnest(p_costs) as c (cost)
+     where c.cost is null or c.cost not between 1 and 1000000000
+     limit 1;
+    if found then
+        perform fairqueue.door_argument(false,
+            format('%s: cost must be a whole number from 1 to 1000000000, got %s', p_door,
+                   coalesce(bad.cost::text, 'null')));
+    end if;
 end $$;
 alter function fairqueue.door_costs(text, integer[]) owner to fairqueue_owner;
 revoke all on function fairqueue.door_costs(text, integer[]) from public, fairqueue_app;

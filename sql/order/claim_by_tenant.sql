@@ -167,10 +167,8 @@ begin
     offered as (
         select j.id, j.created_at, a.priority, a.tenant_n, a.picks, a.tenant_key, a.group_key,
                j.cost,
-               a.n + 1 + coalesce(sum(j.cost) over (partition by a.group_key
-                                                    order by j.created_at, j.id
-                                                    rows between unbounded preceding
-                                                             and 1 preceding), 0)
+               a.n + 1 - j.cost + sum(j.cost) over (partition by a.group_key
+                                                    order by j.created_at, j.id)
                    as group_place,
                row_number() over (partition by a.group_key order by j.created_at, j.id)
                    as group_pick
@@ -190,11 +188,8 @@ begin
     ranked_in_tenants as (
         select o.id, o.created_at, o.priority, o.group_place, o.picks, o.tenant_key,
                row_number() over in_tenant as pick,
-               o.tenant_n + coalesce(sum(o.cost) over (in_tenant rows between unbounded preceding
-                                                                       and 1 preceding), 0)
-                   as tenant_place,
-               o.tenant_n + sum(o.cost) over (in_tenant rows between unbounded preceding
-                                                              and current row) as tenant_through
+               o.tenant_n - o.cost + sum(o.cost) over in_tenant as tenant_place,
+               o.tenant_n + sum(o.cost) over in_tenant as tenant_through
           from offered o
         window in_tenant as (partition by o.tenant_key order by o.group_place, o.created_at, o.id)
     ),

@@ -3,8 +3,9 @@
 -- offers its oldest due jobs that no one else holds (skip locked), as many as are left of its
 -- current quantum (its standing's quantum less its served count's remainder: one with a quantum
 -- of 1). With p_by_cost each job counts its cost: a group offers its jobs while the costs of
--- those before them leave some of the quantum (the first always), which is its run. The groups are read until their quanta's jobs fill the batch, so a batch over many
--- groups holds about batch / quantum standings, not one per job. With p_hold_groups the
+-- those before them leave some of the quantum (the first always), which is its run. The groups
+-- are read until their quanta's jobs fill the batch, so a batch over many groups holds about
+-- batch / quantum standings, not one per job. With p_hold_groups the
 -- claim also locks each group's standing (skip locked), so concurrent claimers take different
 -- groups and never wait for one another; a group another claimer holds, or whose due jobs are
 -- all held, is passed over and the claim reads further down the index. Without it (when every
@@ -140,35 +141,41 @@ begin
             -- group drained of 50,000 jobs since the last vacuum costs 0.65 ms a read here
             -- instead of 0.05. A job before the head, which an enqueue holding the standing
             -- committed after a claim set the head without seeing it, is found by the next
-            -- claim's head, which does not read from a head set so (recompute_heads). Counted by
-            -- cost, the jobs locked past the run's end stay locked, unoffered, to the claim's end.
+            -- claim's head, which does not read from a head set so (recompute_heads).
             select array_agg(row(f.group_key, k.served, k.plan, f.created_at, f.id,
                                  k.quantum, f.cost)::fairqueue.ranked_job)
               into found_jobs
               from unnest(heads) as k
               cross join lateral (
-                  select r.group_key, r.id, r.created_at, r.cost
-                    from (select l.*,
-                                 coalesce(sum(l.cost) over (order by l.created_at, l.id
-                                                            rows between unbounded preceding
-                                                                     and 1 preceding), 0)
-                                     as before
-                            from (select j.group_key, j.id, j.created_at,
-                                         case when p_by_cost then j.cost else 1 end as cost
-                                    from fairqueue.jobs j
-                                   where j.type = p_type and j.status = 'pending'
-                                     and j.group_key = k.group_key and j.run_after <= now()
-                                     and (j.created_at, j.id)
-                                         >= (coalesce(k.created_at, '-infinity'),
-                                             coalesce(k.id,
-                                                      '00000000-0000-0000-0000-000000000000'))
-                                     and not exists (select 1 from fairqueue.groups g
-                                                      where g.key = k.group_key
-                                                        and g.status = 'paused')
-                                   order by j.type, j.group_key, j.created_at, j.id
-                                   limit k.quantum - k.served % k.quantum
-                                     for update of j skip locked) l) r
-                   where r.before < k.quantum - k.served % k.quantum) f;
+                  select j.group_key, j.id, j.created_at,
+                         case when p_by_cost then j.cost else 1 end as cost
+                    from fairqueue.jobs j
+                   where j.type = p_type and j.status = 'pending'
+                     and j.group_key = k.group_key and j.run_after <= now()
+                     and (j.created_at, j.id)
+                         >= (coalesce(k.created_at, '-infinity'),
+                             coalesce(k.id, '00000000-0000-0000-0000-000000000000'))
+                     and not exists (select 1 from fairqueue.groups g
+                                      where g.key = k.group_key and g.status = 'paused')
+                   order by j.type, j.group_key, j.created_at, j.id
+                   limit k.quantum - k.served % k.quantum
+                     for update of j skip locked) f;
+            -- Counted by cost, a group's run ends where the costs of its jobs before a job use up
+            -- the rest of its quantum (its first job is always in it); the jobs locked past
+            -- that stay locked, unoffered, until the claim ends. Counted by jobs, every job
+            -- locked is in the run already.
+            if p_by_cost then
+                select array_agg(row(f.group_key, f.served, f.plan, f.created_at, f.id,
+                                     f.quantum, f.cost)::fairqueue.ranked_job order by f.place)
+                  into found_jobs
+                  from (select f.*,
+                               sum(f.cost) over (partition by f.group_key
+                                                 order by f.created_at, f.id) - f.cost as before
+                          from rows from (unnest(found_jobs)) with ordinality
+                               as f (group_key, served, plan, created_at, id, quantum, cost,
+                                     place)) f
+                 where f.before < f.quantum - f.served % f.quantum;
+            end if;
             taken := taken || coalesce(found_jobs, '{}');
             if cardinality(heads) > 0 then
                 expect := greatest(1, ceil(coalesce(cardinality(found_jobs), 0)::numeric

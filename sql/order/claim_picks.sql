@@ -93,8 +93,7 @@ begin
         select f.id, f.created_at, f.group_key, f.served, f.quantum, f.cost,
                fairqueue.plan_priority(f.plan, p_plan_names, p_plan_priorities,
                                        p_default_priority) as priority,
-               coalesce(sum(f.cost) over (partition by f.group_key order by f.created_at, f.id
-                                          rows between unbounded preceding and 1 preceding), 0)
+               sum(f.cost) over (partition by f.group_key order by f.created_at, f.id) - f.cost
                    as k
           from unnest(p_firsts) as f
     ),
@@ -177,10 +176,8 @@ begin
           from firsts f
         union all
         select c.id, a.group_key, a.priority, a.served, a.quantum,
-               a.gave_units + coalesce(sum(c.cost) over (partition by a.group_key
-                                                         order by c.created_at, c.id
-                                                         rows between unbounded preceding
-                                                                  and 1 preceding), 0),
+               a.gave_units - c.cost + sum(c.cost) over (partition by a.group_key
+                                                         order by c.created_at, c.id),
                c.cost, c.created_at, false
           from allowed a
           cross join lateral (

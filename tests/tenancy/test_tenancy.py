@@ -171,6 +171,7 @@ def test_protect_table_refuses_a_column_it_cannot_clamp(conn) -> None:
 
 DOORS = {
     "claim",
+    "settle_spent",
     "has_claimable",
     "analyze_when_stale",
     "fail_abandoned",
