@@ -68,13 +68,23 @@ grant execute on function fairqueue.mark_rung(uuid[]) to fairqueue_app;
 -- other (nor deadlock, locking in different orders). When it takes a job, the transaction
 -- commits without waiting for its WAL to reach disk, as every claim's does. Ids and tenants
 -- only: the caller reads the rest under each tenant's clamp (read_claimed).
+--
+-- A tenant on a capped plan (p_plan_caps beside p_plan_names, p_default_cap for a plan not named:
+-- sql/order/caps.sql) takes no more of a type's jobs than its room; a doorbell past it, or for a
+-- tenant another claimer is claiming for at that moment, takes nothing, and its job stays pending
+-- for the cron's claim.
 create or replace function fairqueue.jobs_claim_by_ids(p_ids uuid[], p_tenant_ids text[],
-    p_types text[], p_leases double precision[], p_locked_by text, p_run_id uuid)
+    p_types text[], p_leases double precision[], p_locked_by text, p_run_id uuid,
+    p_plan_names text[], p_plan_caps integer[], p_default_cap integer)
 returns table (id uuid, tenant_id text)
 language plpgsql security definer set search_path = pg_catalog, pg_temp
 as $$
+#variable_conflict use_column
 declare
     unclamped constant boolean := fairqueue.clamped_to_no_one();
+    room_types text[] := '{}';
+    room_keys text[] := '{}';
+    rooms integer[] := '{}';
 begin
     perform fairqueue.door_argument(
         cardinality(p_ids) = cardinality(p_tenant_ids) and cardinality(p_ids) <= 10000,
@@ -85,13 +95,31 @@ begin
         'jobs_claim_by_ids: each type needs a lease over 0 and at most 86400 seconds');
     perform fairqueue.door_argument(coalesce(length(p_locked_by), 0) between 1 and 200,
         'jobs_claim_by_ids: locked_by must be 1 to 200 characters');
+    perform fairqueue.door_caps_arguments('jobs_claim_by_ids', p_plan_names, p_plan_caps,
+                                          p_default_cap);
+    if fairqueue.any_cap(p_plan_caps, p_default_cap) then
+        select coalesce(array_agg(r.type), '{}'), coalesce(array_agg(r.tenant_key), '{}'),
+               coalesce(array_agg(r.room), '{}')
+          into room_types, room_keys, rooms
+          from (select array_agg(j.type) as types,
+                       array_agg(fairqueue.group_tenant_key(j.group_key)) as keys,
+                       array_agg(coalesce(t.plan, '')) as plans
+                  from fairqueue.jobs j
+                  left join fairqueue.tenants t on t.id = j.tenant_id
+                 where j.id = any(p_ids) and j.status = 'pending'
+                   and j.type = any(p_types)) met
+         cross join lateral fairqueue.tenant_rooms(
+                   coalesce(met.types, '{}'), coalesce(met.keys, '{}'),
+                   coalesce(met.plans, '{}'), p_plan_names, p_plan_caps, p_default_cap,
+                   false) r;
+    end if;
     return query
     with doorbell as (
         select distinct d.id, d.tenant_id
           from unnest(p_ids, p_tenant_ids) as d (id, tenant_id)
          where unclamped or fairqueue.within_clamp(d.tenant_id)
     ), claimable as (
-        select j.id, lease.seconds
+        select j.id, lease.seconds, j.type, fairqueue.group_tenant_key(j.group_key) as tenant_key
           from fairqueue.jobs j
           join doorbell d on d.id = j.id and d.tenant_id is not distinct from j.tenant_id
           join unnest(p_types, p_leases) as lease (type, seconds) on lease.type = j.type
@@ -102,6 +130,16 @@ begin
                               and g.status = 'paused')
          order by j.id
            for update of j skip locked
+    ), within_caps as (
+        -- A capped tenant's doorbells of a type, as many as its room.
+        select c.id, c.seconds
+          from (select c.id, c.seconds, r.room,
+                       row_number() over (partition by c.type, c.tenant_key order by c.id)
+                           as nth
+                  from claimable c
+                  left join unnest(room_types, room_keys, rooms) as r (type, tenant_key, room)
+                         on r.type = c.type and r.tenant_key = c.tenant_key) c
+         where c.room is null or c.nth <= c.room
     )
     update fairqueue.jobs j
        set status = 'running',
@@ -110,16 +148,16 @@ begin
            lease_until = now() + c.seconds * interval '1 second',
            locked_by = p_locked_by,
            run_id = p_run_id
-      from claimable c
+      from within_caps c
      where j.id = c.id
     returning j.id, j.tenant_id;
     if found then
         perform set_config('synchronous_commit', 'off', true);
     end if;
 end $$;
-alter function fairqueue.jobs_claim_by_ids(uuid[], text[], text[], double precision[], text, uuid)
-    owner to fairqueue_owner;
+alter function fairqueue.jobs_claim_by_ids(uuid[], text[], text[], double precision[], text, uuid,
+    text[], integer[], integer) owner to fairqueue_owner;
 revoke all on function fairqueue.jobs_claim_by_ids(uuid[], text[], text[], double precision[],
-    text, uuid) from public, fairqueue_app;
+    text, uuid, text[], integer[], integer) from public, fairqueue_app;
 grant execute on function fairqueue.jobs_claim_by_ids(uuid[], text[], text[], double precision[],
-    text, uuid) to fairqueue_app;
+    text, uuid, text[], integer[], integer) to fairqueue_app;

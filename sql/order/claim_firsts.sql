@@ -14,13 +14,21 @@
 -- group's served count, plan and quantum) read where it was found, so the claim looks up none
 -- of them again;
 -- in the order the jobs were taken.
+--
+-- A capped tenant (p_plan_caps, p_default_cap: sql/order/caps.sql) gives no more first jobs, over
+-- all its groups, than its room (tenant_rooms, asked once per tenant, the first time a pass meets
+-- it), the first ones in the order's order; the rest are passed over, so the claim reads further
+-- down the index for groups that can give. Without p_hold_groups it waits for a tenant another
+-- claimer is claiming for, as it waits for standings.
 create or replace function fairqueue.claim_firsts(
     p_type text,
     p_batch integer,
     p_plan_names text[],
     p_plan_priorities integer[],
     p_default_priority integer,
-    p_hold_groups boolean
+    p_hold_groups boolean,
+    p_plan_caps integer[],
+    p_default_cap integer
 ) returns fairqueue.ranked_job[]
 language plpgsql set search_path = pg_catalog, pg_temp set jit = off
 as $$
@@ -44,6 +52,11 @@ declare
     found_jobs fairqueue.ranked_job[];
     taken fairqueue.ranked_job[] := '{}';
     stale text[];
+    -- The capped tenants met so far, and how many more first jobs each may give.
+    capped constant boolean := fairqueue.any_cap(p_plan_caps, p_default_cap);
+    room_keys text[] := '{}';
+    rooms integer[] := '{}';
+    kept fairqueue.ranked_job[];
 begin
     -- The plans with standing groups, found by a skip scan, ranked into priority levels; within
     -- a level the plans' index orders are merged.
@@ -156,7 +169,48 @@ begin
                    order by j.type, j.group_key, j.created_at, j.id
                    limit k.quantum - k.served % k.quantum
                      for update of j skip locked) f;
-            taken := taken || coalesce(found_jobs, '{}');
+            kept := found_jobs;
+            if capped and found_jobs is not null then
+                select room_keys || coalesce(array_agg(r.tenant_key), '{}'),
+                       rooms || coalesce(array_agg(r.room), '{}')
+                  into room_keys, rooms
+                  from (select coalesce(array_agg(fairqueue.group_tenant_key(f.group_key)),
+                                        '{}') as keys,
+                               coalesce(array_agg(f.plan), '{}') as plans
+                          from unnest(found_jobs) f
+                         where fairqueue.group_tenant_key(f.group_key) <> all(room_keys)) met
+                  cross join lateral fairqueue.tenant_rooms(
+                           array_fill(p_type, array[cardinality(met.keys)]), met.keys,
+                           met.plans, p_plan_names, p_plan_caps, p_default_cap,
+                           not p_hold_groups) r;
+                -- A capped tenant's jobs in the order's order (level, its run's first job, the
+                -- job), as many as its room; the room left for the passes after this one.
+                select array_agg(row(f.group_key, f.served, f.plan, f.created_at, f.id,
+                                     f.quantum)::fairqueue.ranked_job)
+                           filter (where f.room is null or f.nth <= f.room)
+                  into kept
+                  from (select f.*, r.room,
+                               row_number() over (partition by f.tenant_key
+                                                  order by f.served / f.quantum,
+                                                           f.run_created_at, f.run_id,
+                                                           f.created_at, f.id) as nth
+                          from (select f.*, fairqueue.group_tenant_key(f.group_key)
+                                                as tenant_key,
+                                       first_value(f.created_at) over run as run_created_at,
+                                       first_value(f.id) over run as run_id
+                                  from unnest(found_jobs) f
+                                window run as (partition by f.group_key
+                                               order by f.created_at, f.id)) f
+                          left join unnest(room_keys, rooms) as r (tenant_key, room)
+                                 on r.tenant_key = f.tenant_key) f;
+                select coalesce(array_agg(greatest(0, r.room - (
+                                    select count(*) from unnest(kept) k
+                                     where fairqueue.group_tenant_key(k.group_key)
+                                           = r.tenant_key)) order by r.i), '{}')
+                  into rooms
+                  from unnest(room_keys, rooms) with ordinality as r (tenant_key, room, i);
+            end if;
+            taken := taken || coalesce(kept, '{}');
             if cardinality(heads) > 0 then
                 expect := greatest(1, ceil(coalesce(cardinality(found_jobs), 0)::numeric
                                             / cardinality(heads)));
@@ -193,8 +247,8 @@ begin
     return taken;
 end $$;
 
-alter function fairqueue.claim_firsts(text, integer, text[], integer[], integer, boolean)
-    owner to fairqueue_owner;
-revoke all on function fairqueue.claim_firsts(text, integer, text[], integer[], integer, boolean)
-    from public, fairqueue_app;
+alter function fairqueue.claim_firsts(text, integer, text[], integer[], integer, boolean,
+    integer[], integer) owner to fairqueue_owner;
+revoke all on function fairqueue.claim_firsts(text, integer, text[], integer[], integer, boolean,
+    integer[], integer) from public, fairqueue_app;
 

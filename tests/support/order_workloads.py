@@ -14,6 +14,7 @@ from fairqueue import PLANS, enqueue
 from fairqueue.db import Connection
 from fairqueue.groups import pause_group
 from fairqueue.plans import Order, Plan, Plans, set_plan
+from fairqueue.stage import FairBy
 
 PLAN_NAMES = [plan.name for plan in PLANS.plans] + [None]
 
@@ -27,9 +28,26 @@ class Workload:
     history: list[tuple[Key, bool]]  # (group, finished within the last day)
     jobs: list[tuple[Key, bool]]  # (group, due now), oldest first
     batches: list[int]
+    # The costs of the jobs and of the history, in turn: job or history entry i costs
+    # costs[i % len(costs)] (a history entry counts its cost as served).
+    costs: tuple[int, ...] = (1,)
+
+    def cost(self, place: int) -> int:
+        return self.costs[place % len(self.costs)]
 
 
-def workloads(tenants: list[str | None], groups: list[str | None]) -> st.SearchStrategy[Workload]:
+COSTS = st.lists(
+    st.one_of(st.just(1), st.integers(min_value=1, max_value=12), st.sampled_from([100, 10_000])),
+    min_size=1,
+    max_size=8,
+).map(tuple)
+
+
+def workloads(
+    tenants: list[str | None], groups: list[str | None], *, costs: bool = False
+) -> st.SearchStrategy[Workload]:
+    """Workloads over these tenants and groups; with ``costs``, jobs and history of drawn costs
+    (else every one costs 1)."""
     keys = st.tuples(st.sampled_from(tenants), st.sampled_from(groups))
     return st.builds(
         Workload,
@@ -46,6 +64,7 @@ def workloads(tenants: list[str | None], groups: list[str | None]) -> st.SearchS
             min_size=1,
             max_size=6,
         ),
+        costs=COSTS if costs else st.just((1,)),
     )
 
 
@@ -56,16 +75,19 @@ def load(conn: Connection, job_type: str, workload: Workload) -> list[Due]:
             set_plan(conn, tenant, plan)
     for tenant, group in workload.paused:
         pause_group(conn, group or "", tenant_id=tenant)
-    for (tenant, group), recent in workload.history:
+    for place, ((tenant, group), recent) in enumerate(workload.history):
         done = enqueue(conn, job_type, {}, tenant_id=tenant, group_id=group)
         conn.execute(
-            "update fairqueue.jobs set status = 'done', finished_at = now() - %s::interval"
-            " where id = %s",
-            ("1 hour" if recent else "2 days", done),
+            "update fairqueue.jobs set status = 'done', finished_at = now() - %s::interval,"
+            " counted = %s where id = %s",
+            ("1 hour" if recent else "2 days", workload.cost(place), done),
         )
     due: list[Due] = []
     for age, ((tenant, group), is_due) in enumerate(workload.jobs):
-        job_id = enqueue(conn, job_type, {}, tenant_id=tenant, group_id=group, run_after=None)
+        cost = workload.cost(age)
+        job_id = enqueue(
+            conn, job_type, {}, tenant_id=tenant, group_id=group, run_after=None, cost=cost
+        )
         conn.execute(
             "update fairqueue.jobs set created_at = now() - interval '2 hours' + %s * interval"
             " '1 second', run_after = case when %s then now() - interval '1 minute'"
@@ -73,8 +95,18 @@ def load(conn: Connection, job_type: str, workload: Workload) -> list[Due]:
             (age, is_due, job_id),
         )
         if is_due and (tenant, group) not in workload.paused:
-            due.append((job_id, (tenant, group), age))
+            due.append((job_id, (tenant, group), age, cost))
     return due
+
+
+def history_served(workload: Workload) -> Counter[Key]:
+    """What the workload's history counts as served per group: its entries within the day, each
+    its cost (as the history's rows count it, whatever the stage counts by)."""
+    served: Counter[Key] = Counter()
+    for place, (key, recent) in enumerate(workload.history):
+        if recent:
+            served[key] += workload.cost(place)
+    return served
 
 
 def priority(workload: Workload, tenant: str | None) -> int:
@@ -88,7 +120,8 @@ def plan_of(workload: Workload, tenant: str | None, plans: Plans = PLANS) -> Pla
     return plans.get(plan) if plan else plans.middle
 
 
-Due = tuple[object, Key, int]  # (job id, group, age: its place in the order of creation)
+# (job id, group, age: its place in the order of creation, cost)
+Due = tuple[object, Key, int, int]
 
 
 def next_picks(
@@ -100,12 +133,14 @@ def next_picks(
     *,
     plans: Plans = PLANS,
     order: Order = "priority",
+    fair_by: FairBy = "jobs",
 ) -> list[object]:
     """The next ``batch`` picks of the group order, one job at a time, taken out of ``due`` and
-    counted in ``served``: the groups ranked by plan priority (highest first; under shares every
-    plan ranks alike), then by whole quanta served (served // the group's quantum), then by
-    their oldest due job; the group at the top gives its oldest due jobs until it completes its
-    current quantum or has none left, and then the ranking is taken again. A group's quantum is
+    counted in ``served`` (each job one, or by cost its cost): the groups ranked by plan
+    priority (highest first; under shares every plan ranks alike), then by whole quanta served
+    (served // the group's quantum), then by their oldest due job; the group at the top gives
+    its oldest due jobs until it completes its current quantum (its count passes into the next
+    one) or has none left, and then the ranking is taken again. A group's quantum is
     ``quantum``, or under shares ``quantum`` x its plan's weight rounded half up (at least 1).
     With a quantum of 1 under priority that is one job a turn."""
 
@@ -125,9 +160,10 @@ def next_picks(
                 break
             job = min(jobs, key=lambda d: d[2])
             due.remove(job)
-            served[top] += 1
+            level = served[top] // quantum_of(top)
+            served[top] += job[3] if fair_by == "cost" else 1
             picks.append(job[0])
-            if served[top] % quantum_of(top) == 0:
+            if served[top] // quantum_of(top) != level:
                 break
     return picks
 
@@ -142,9 +178,11 @@ def next_tenant_picks(
     *,
     plans: Plans = PLANS,
     order: Order = "priority",
+    fair_by: FairBy = "jobs",
 ) -> list[object]:
     """The next ``batch`` picks of the tenant order (Stage(fair_share="tenant")), one job at a
-    time, taken out of ``due`` and counted in both counters: the tenants ranked by plan priority
+    time, taken out of ``due`` and counted in both counters (each job one, or by cost its
+    cost): the tenants ranked by plan priority
     (highest first; under shares every plan ranks alike), then by whole quanta served (their
     count // their quantum), then by their best group (its count, then its oldest due job); the
     tenant at the top gives picks until it completes its current quantum or has none left, each
@@ -173,9 +211,11 @@ def next_tenant_picks(
                 break
             job = min(jobs, key=in_tenant)
             due.remove(job)
-            group_served[job[1]] += 1
-            tenant_served[top] += 1
+            level = tenant_served[top] // quantum_of(top)
+            units = job[3] if fair_by == "cost" else 1
+            group_served[job[1]] += units
+            tenant_served[top] += units
             picks.append(job[0])
-            if tenant_served[top] % quantum_of(top) == 0:
+            if tenant_served[top] // quantum_of(top) != level:
                 break
     return picks

@@ -1,0 +1,162 @@
+"""Caps per tenant (Plan(max_running=n)): a tenant on a capped plan never has more than n jobs of
+one type running, whoever claims them (pipelines side by side, doorbells); the claim passes it
+over for the others, and a run stops with no_work only when what is left is capped or held by a
+claim in flight. The order of the batches with caps is checked against the plain model in
+test_claim_order_property.py and test_tenant_quantum_property.py."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from fairqueue import PLANS, Plan, Plans, Stage, connect, enqueue, run_pipeline
+from fairqueue.db import Connection
+from fairqueue.doorbells import Doorbell
+from fairqueue.errors import ConfigurationError
+from fairqueue.plans import set_plan
+from fairqueue.roles.worker import ring_all
+from fairqueue.stage import FairShare
+from support.rows import race
+
+# free: at most 2 running per tenant, pro: 5, team: none.
+CAPPED = Plans(
+    tuple(
+        replace(plan, max_running=cap) for plan, cap in zip(PLANS.plans, (2, 5, None), strict=True)
+    )
+)
+CAPS = {plan.name: plan.max_running for plan in CAPPED.plans}
+BATCH = 50
+
+
+@pytest.mark.parametrize("cap", [0, -1, True, 1.5, "2"])
+def test_a_plan_refuses_a_cap_that_is_not_a_positive_whole_number(cap: Any) -> None:
+    with pytest.raises(ConfigurationError, match="plan 'free': max_running"):
+        Plan("free", priority=1, daily_units=None, description="", max_running=cap)
+
+
+def test_the_plans_table_shows_each_plans_cap() -> None:
+    lines = CAPPED.table().splitlines()
+    assert lines[0].split() == [
+        "plan",
+        "priority",
+        "weight",
+        "max",
+        "running",
+        "daily",
+        "units",
+        "description",
+    ]
+    rows = {line.split()[0]: line.split() for line in lines[2:]}
+    assert rows["free"][3] == "2" and rows["pro"][3] == "5" and rows["team"][3] == "-"
+
+
+def _running_by_tenant(conn: Connection, job_type: str) -> dict[str, int]:
+    rows = conn.execute(
+        "select tenant_id, count(*) as n from fairqueue.jobs"
+        " where type = %s and status = 'running' and tenant_id is not null group by 1",
+        (job_type,),
+    ).fetchall()
+    return {row["tenant_id"]: row["n"] for row in rows}
+
+
+def _over_cap(running: dict[str, int], plans: dict[str, str]) -> dict[str, int]:
+    return {t: n for t, n in running.items() if (cap := CAPS[plans[t]]) is not None and n > cap}
+
+
+def test_a_doorbell_for_a_tenant_at_its_cap_claims_nothing_and_the_job_stays(
+    dsn: str, conn: Connection
+) -> None:
+    ran: list[str] = []
+    stage = Stage("capped_bell", handler=lambda job: ran.append(str(job.id)), delivery="doorbell")
+    set_plan(conn, "a", "free", plans=CAPPED)
+    busy = [enqueue(conn, stage.name, {}, tenant_id="a", group_id=g) for g in ("x", "y")]
+    conn.execute(
+        "update fairqueue.jobs set status = 'running', attempts = 1, locked_at = now(),"
+        " lease_until = now() + interval '1 hour', locked_by = 'other' where id = any(%s)",
+        (busy,),
+    )
+    waiting = enqueue(conn, stage.name, {}, tenant_id="a", group_id="z")
+    bell = [Doorbell(job_id=waiting, tenant_id="a")]
+    assert ring_all(dsn, [stage], bell, plans=CAPPED).jobs_done == 0
+    row = conn.execute("select status, attempts from fairqueue.jobs where id = %s", (waiting,))
+    assert row.fetchone() == {"status": "pending", "attempts": 0}
+    # The cron's claim passes it over too while the tenant is at its cap.
+    assert run_pipeline(dsn, [stage], trigger="test", plans=CAPPED).jobs_done == 0
+    # One running job finishes: the doorbell now takes the job.
+    conn.execute(
+        "update fairqueue.jobs set status = 'done', finished_at = now() where id = %s", (busy[0],)
+    )
+    assert ring_all(dsn, [stage], bell, plans=CAPPED).jobs_done == 1
+    assert ran == [str(waiting)]
+
+
+@pytest.mark.parametrize("fair_share", ["group", "tenant"])
+def test_concurrent_pipelines_never_pass_a_cap_and_drain_every_job_once(
+    conn: Connection, dsn: str, fair_share: FairShare
+) -> None:
+    job_type = f"capped_{fair_share}"
+    tenants = {f"t{t}": CAPPED.plans[t % 3].name for t in range(200)}
+    for tenant, plan in tenants.items():
+        set_plan(conn, tenant, plan, plans=CAPPED)
+    every = [
+        row["id"]
+        for row in conn.execute(
+            "insert into fairqueue.jobs (type, tenant_id, group_id)"
+            " select %s, 't' || (i %% 200), 'g' || (i %% 1000) from generate_series(1, 4000) i"
+            " returning id::text",
+            (job_type,),
+        ).fetchall()
+    ]
+    conn.execute("analyze fairqueue.jobs")
+    ran: list[str] = []
+    over: list[dict[str, int]] = []
+    lock = threading.Lock()
+    local = threading.local()
+    opened: list[Connection] = []
+
+    def check(job: Any) -> None:
+        # Every claimed job's handler counts its tenant's running jobs: never past the cap.
+        if not hasattr(local, "conn"):
+            local.conn = connect(dsn, autocommit=True)
+            with lock:
+                opened.append(local.conn)
+        running = _running_by_tenant(local.conn, job_type)
+        with lock:
+            ran.append(str(job.id))
+            if found := _over_cap(running, tenants):
+                over.append(found)
+
+    stage = Stage(job_type, batch=BATCH, handler=check, fair_share=fair_share)
+    pipelines = 8
+    left_at_stop: list[int] = []
+
+    def drain() -> str:
+        result = run_pipeline(dsn, [stage], trigger="test", plans=CAPPED)
+        with connect(dsn, autocommit=True) as look:
+            running = _running_by_tenant(look, job_type)
+            rows = look.execute(
+                "select tenant_id from fairqueue.jobs"
+                " where type = %s and status = 'pending' and run_after <= now()",
+                (job_type,),
+            ).fetchall()
+        # Due jobs no cap holds back: at most what the other seven hold in claims in flight.
+        free = [
+            r
+            for r in rows
+            if (cap := CAPS[tenants[r["tenant_id"]]]) is None
+            or running.get(r["tenant_id"], 0) < cap
+        ]
+        left_at_stop.append(len(free))
+        return result.stop_reason
+
+    outcomes = race([drain] * pipelines)
+    for opened_conn in opened:
+        opened_conn.close()
+    assert outcomes == ["no_work"] * pipelines
+    assert over == []
+    assert max(left_at_stop) <= (pipelines - 1) * BATCH
+    assert Counter(ran) == Counter(every)
