@@ -13,6 +13,7 @@ from fairqueue.db import Connection, connect
 
 from . import (
     admission,
+    caps,
     claim_scale,
     claim_tenants,
     dashboard,
@@ -115,6 +116,7 @@ def run(dsn: str, sizes: Sizes, server: str, progress: Progress, *, keep: bool) 
         admitted = admission.measure(conn, dsn, sizes, progress)
         swept = schedules.measure(conn, dsn, sizes, progress)
         shared = shares.measure(conn, dsn, sizes, progress)
+        capped = caps.measure(conn, dsn, sizes, progress)
         pages = dashboard.measure(conn, dsn, sizes, progress)
         database.reset(conn)
     changed = library_fingerprint() != library
@@ -142,6 +144,7 @@ def run(dsn: str, sizes: Sizes, server: str, progress: Progress, *, keep: bool) 
         doorbells=rung,
         schedules=swept,
         shares=shared,
+        caps=capped,
         dashboard=pages,
         elapsed_s=time.monotonic() - started,
     )

@@ -10,6 +10,7 @@ from typing import Any
 
 from . import (
     admission_report,
+    caps,
     chart,
     claim_scale,
     claim_tenants,
@@ -119,6 +120,7 @@ def as_json(results: Results) -> dict[str, Any]:
         "doorbells": doorbells.as_json(results.doorbells),
         "schedules": schedules.as_json(results.schedules),
         "shares": shares.as_json(results.shares),
+        "caps": caps.as_json(results.caps),
         "dashboard": dashboard.as_json(results.dashboard),
     }
 
@@ -463,6 +465,8 @@ def markdown(results: Results) -> str:
         *schedules.section(results.schedules, results.sizes),
         "",
         *shares.section(results.shares, results.sizes),
+        "",
+        *caps.section(results.caps, results.sizes),
         "",
         *dashboard.section(results.dashboard),
         f"Whole run: {results.elapsed_s:.0f} s.",

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .admission import Admission
+from .caps import CapsRun
 from .claim_scale import OptionCase, ScaleCase
 from .claim_tenants import LevelCase
 from .dashboard import PageRender
@@ -62,6 +63,8 @@ class Results:
     schedules: list[ScheduleSweepRun]
     # Weighted shares: two plans of weights 3 and 1 under shares, and the priority drain.
     shares: list[SharesRun]
+    # Caps per tenant: one capped tenant beside uncapped ones, with and without the cap.
+    caps: list[CapsRun]
     # Each dashboard page's time at 100,000 groups and a million finished jobs.
     dashboard: list[PageRender]
     elapsed_s: float

@@ -17,9 +17,11 @@ from fairqueue import PLANS, Plan, Plans, Stage, connect, enqueue, run_pipeline
 from fairqueue.db import Connection
 from fairqueue.doorbells import Doorbell
 from fairqueue.errors import ConfigurationError
+from fairqueue.job_info import find_jobs
 from fairqueue.plans import set_plan
 from fairqueue.roles.worker import ring_all
 from fairqueue.stage import FairShare
+from fairqueue.waiting import why_waiting
 from support.rows import race
 
 # free: at most 2 running per tenant, pro: 5, team: none.
@@ -160,3 +162,19 @@ def test_concurrent_pipelines_never_pass_a_cap_and_drain_every_job_once(
     assert over == []
     assert max(left_at_stop) <= (pipelines - 1) * BATCH
     assert Counter(ran) == Counter(every)
+
+
+def test_jobs_show_says_a_job_waits_for_its_tenants_cap(conn: Connection) -> None:
+    stage = Stage("capped_show", handler=lambda _job: None)
+    set_plan(conn, "a", "free", plans=CAPPED)
+    busy = [enqueue(conn, stage.name, {}, tenant_id="a", group_id=g) for g in ("x", "y")]
+    waiting = enqueue(conn, stage.name, {}, tenant_id="a", group_id="z")
+    (job,) = find_jobs(conn, ids=[waiting], tenant_id="a", limit=1)
+    assert not any("cap" in r for r in why_waiting(conn, job, stage, CAPPED).reasons)
+    conn.execute(
+        "update fairqueue.jobs set status = 'running', attempts = 1, locked_at = now(),"
+        " lease_until = now() + interval '1 hour', locked_by = 'other' where id = any(%s)",
+        (busy,),
+    )
+    reasons = why_waiting(conn, job, stage, CAPPED).reasons
+    assert reasons == ["its tenant is at its plan's cap of 2 running (2 of this type)"]

@@ -66,6 +66,14 @@ select status = 'paused' as paused
   from fairqueue.groups
  where key = %(group_key)s and tenant_id is not distinct from %(tenant_id)s;
 
+-- name: tenant_running
+-- Under the tenant's clamp: its plan (none when it has no row) and how many of its jobs of the
+-- type run now, which its plan's cap (Plan.max_running) is held against.
+select (select t.plan from fairqueue.tenants t where t.id = %(tenant_id)s) as plan,
+       (select count(*) from fairqueue.jobs j
+         where j.type = %(type)s and j.tenant_id = %(tenant_id)s and j.status = 'running')
+           as running;
+
 -- name: group_standing
 -- A door (sql/functions/job_info.sql): the group's place in its type's order, and the standings
 -- of the groups just ahead, own row first.
