@@ -79,12 +79,12 @@ create or replace function fairqueue.jobs_claim_by_ids(p_ids uuid[], p_tenant_id
 returns table (id uuid, tenant_id text)
 language plpgsql security definer set search_path = pg_catalog, pg_temp
 as $$
-#variable_conflict use_column
 declare
     unclamped constant boolean := fairqueue.clamped_to_no_one();
     room_types text[] := '{}';
     room_keys text[] := '{}';
     rooms integer[] := '{}';
+    past_room uuid[] := '{}';
 begin
     perform fairqueue.door_argument(
         cardinality(p_ids) = cardinality(p_tenant_ids) and cardinality(p_ids) <= 10000,
@@ -112,6 +112,18 @@ begin
                    coalesce(met.types, '{}'), coalesce(met.keys, '{}'),
                    coalesce(met.plans, '{}'), p_plan_names, p_plan_caps, p_default_cap,
                    false) r;
+        -- A capped tenant's doorbells of a type past its room (by job id), left out before any
+        -- row is locked, so that none is locked and not taken.
+        select coalesce(array_agg(c.id), '{}') into past_room
+          from (select j.id, r.room,
+                       row_number() over (partition by r.type, r.tenant_key order by j.id) as nth
+                  from fairqueue.jobs j
+                  join unnest(room_types, room_keys, rooms) as r (type, tenant_key, room)
+                    on r.type = j.type
+                   and r.tenant_key = fairqueue.group_tenant_key(j.group_key)
+                 where j.id = any(p_ids) and j.status = 'pending'
+                   and j.run_after <= now()) c
+         where c.nth > c.room;
     end if;
     return query
     with doorbell as (
@@ -119,7 +131,7 @@ begin
           from unnest(p_ids, p_tenant_ids) as d (id, tenant_id)
          where unclamped or fairqueue.within_clamp(d.tenant_id)
     ), claimable as (
-        select j.id, lease.seconds, j.type, fairqueue.group_tenant_key(j.group_key) as tenant_key
+        select j.id, lease.seconds
           from fairqueue.jobs j
           join doorbell d on d.id = j.id and d.tenant_id is not distinct from j.tenant_id
           join unnest(p_types, p_leases) as lease (type, seconds) on lease.type = j.type
@@ -128,18 +140,9 @@ begin
            and not exists (select 1 from fairqueue.groups g
                             where g.key = j.group_key and g.tenant_id is not distinct from j.tenant_id
                               and g.status = 'paused')
+           and j.id <> all(past_room)
          order by j.id
            for update of j skip locked
-    ), within_caps as (
-        -- A capped tenant's doorbells of a type, as many as its room.
-        select c.id, c.seconds
-          from (select c.id, c.seconds, r.room,
-                       row_number() over (partition by c.type, c.tenant_key order by c.id)
-                           as nth
-                  from claimable c
-                  left join unnest(room_types, room_keys, rooms) as r (type, tenant_key, room)
-                         on r.type = c.type and r.tenant_key = c.tenant_key) c
-         where c.room is null or c.nth <= c.room
     )
     update fairqueue.jobs j
        set status = 'running',
@@ -148,7 +151,7 @@ begin
            lease_until = now() + c.seconds * interval '1 second',
            locked_by = p_locked_by,
            run_id = p_run_id
-      from within_caps c
+      from claimable c
      where j.id = c.id
     returning j.id, j.tenant_id;
     if found then

@@ -44,10 +44,10 @@ revoke all on function fairqueue.any_cap(integer[], integer) from public, fairqu
 -- transaction lock per (type, tenant) (advisory, two-key form, class 'FQCA'; the lanes' and
 -- credits' classes are 'FQLN' and 'FQCR', fairqueue/lanes.py), so two claimers never both fill
 -- one tenant's room; without p_wait a tenant another holds is passed over (room 0), with it the
--- lock is waited for, in key order. The count is a second statement, so that its snapshot is
--- taken after the lock: it sees every claim for the tenant that committed before. A lock this
--- transaction holds already is taken again at once, so a claim may ask again for the same
--- tenants (its count then sees no claim but its own, which it has not made yet).
+-- lock is waited for, in key order, at most 100 ms. The count is a second statement, so that its
+-- snapshot is taken after the lock: it sees every claim for the tenant that committed before. A
+-- lock this transaction holds already is taken again at once, so a claim may ask again for the
+-- same tenants (its count then sees no claim but its own, which it has not made yet).
 create or replace function fairqueue.tenant_rooms(
     p_types text[],
     p_tenant_keys text[],
@@ -65,6 +65,9 @@ declare
     keys text[];
     caps integer[];
     held boolean[];
+    timeout text;
+    -- How long a claim that holds no standing waits for a capped tenant another is claiming for.
+    wait_ms constant integer := 100;
 begin
     select array_agg(c.type order by c.type, c.tenant_key),
            array_agg(c.tenant_key order by c.type, c.tenant_key),
@@ -78,15 +81,25 @@ begin
     if types is null then
         return;
     end if;
-    -- One lock after another, in key order (ordinality keeps the order of the arrays).
-    select array_agg(case when p_wait
-                          then pg_advisory_xact_lock(1179730753, hashtext(u.type || '/' || u.key))
-                                   is not null
-                          else pg_try_advisory_xact_lock(1179730753,
-                                                         hashtext(u.type || '/' || u.key)) end
-                     order by u.i)
-      into held
-      from unnest(types, keys) with ordinality as u (type, key, i);
+    -- One lock after another, in key order. A wait is bounded (wait_ms): two claimers waiting,
+    -- each holding a tenant the other meets later, would deadlock, and a claim holds a tenant's
+    -- lock only for its own moment; past the bound the tenant is passed over.
+    held := array_fill(false, array[cardinality(keys)]);
+    timeout := current_setting('lock_timeout');
+    for i in 1 .. cardinality(keys) loop
+        if not p_wait then
+            held[i] := pg_try_advisory_xact_lock(1179730753, hashtext(types[i] || '/' || keys[i]));
+            continue;
+        end if;
+        begin
+            perform set_config('lock_timeout', wait_ms || 'ms', true);
+            perform pg_advisory_xact_lock(1179730753, hashtext(types[i] || '/' || keys[i]));
+            held[i] := true;
+        exception when lock_not_available then
+            held[i] := false;
+        end;
+        perform set_config('lock_timeout', timeout, true);
+    end loop;
     return query
     select u.type, u.key,
            case when not u.held then 0

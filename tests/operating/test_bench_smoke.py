@@ -60,6 +60,7 @@ def test_smoke_run_has_every_section_with_positive_numbers(admin_dsn: str, tmp_p
         "### Doorbells",
         "### Schedules",
         "### Weighted shares",
+        "### Caps per tenant",
         "### Dashboard pages",
     ):
         assert heading in stdout
@@ -90,6 +91,7 @@ def test_smoke_run_has_every_section_with_positive_numbers(admin_dsn: str, tmp_p
     check_doorbells(results["doorbells"], sizes)
     check_schedules(results["schedules"], sizes)
     check_shares(results["shares"], sizes)
+    check_caps(results["caps"], sizes)
     check_dashboard(results["dashboard"])
 
 
@@ -248,10 +250,10 @@ def check_claim_scale(cases: list[dict[str, Any]], sizes: dict[str, Any]) -> Non
 
 
 def check_claim_options(found: dict[str, Any], sizes: dict[str, Any]) -> None:
-    # Each option at the fewest and the most groups, every claim a full batch (claim_scale's
-    # timed_claim checks each), and each option's growth between them.
+    # Each option at the fewest and the most groups, every claim a full batch but under caps
+    # (claim_scale's timed_claim checks each), and each option's growth between them.
     groups = [min(sizes["scale_groups"]), max(sizes["scale_groups"])]
-    options = ["quantum 4", "shares, weights 1:2:3"]
+    options = ["quantum 4", "shares, weights 1:2:3", "caps 2/5/none"]
     assert [(c["groups"], c["option"]) for c in found["cases"]] == [
         (g, o) for g in groups for o in options
     ]
@@ -363,6 +365,17 @@ def check_shares(found: dict[str, Any], sizes: dict[str, Any]) -> None:
     assert found["figures"]["ratio_error"] == 0
     assert found["figures"]["jain_min"] == 1
     assert found["figures"]["dry_per_s"] > 0
+
+
+def check_caps(found: dict[str, Any], sizes: dict[str, Any]) -> None:
+    # With the cap and without, every other tenant's job done; with it the capped tenant never
+    # ran more than its cap.
+    assert sorted(str(r["cap"]) for r in found["runs"]) == ["4", "None"]
+    for run in found["runs"]:
+        assert run["others"] == sizes["caps_jobs"]
+        assert run["seconds"] > 0
+    assert 0 < found["figures"]["most_running"] <= 4
+    assert found["figures"]["others_ratio"] > 0
 
 
 def check_admission(found: dict[str, Any], sizes: dict[str, Any]) -> None:

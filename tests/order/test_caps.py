@@ -6,18 +6,22 @@ test_claim_order_property.py and test_tenant_quantum_property.py."""
 
 from __future__ import annotations
 
+import io
 import threading
 from collections import Counter
 from dataclasses import replace
 from typing import Any
 
 import pytest
+from rich.console import Console
 
 from fairqueue import PLANS, Plan, Plans, Stage, connect, enqueue, run_pipeline
+from fairqueue.cli.top import render
 from fairqueue.db import Connection
 from fairqueue.doorbells import Doorbell
 from fairqueue.errors import ConfigurationError
 from fairqueue.job_info import find_jobs
+from fairqueue.overview import overview
 from fairqueue.plans import set_plan
 from fairqueue.roles.worker import ring_all
 from fairqueue.stage import FairShare
@@ -98,7 +102,7 @@ def test_a_doorbell_for_a_tenant_at_its_cap_claims_nothing_and_the_job_stays(
 
 @pytest.mark.parametrize("fair_share", ["group", "tenant"])
 def test_concurrent_pipelines_never_pass_a_cap_and_drain_every_job_once(
-    conn: Connection, dsn: str, fair_share: FairShare
+    conn: Connection, dsn: str, admin_dsn: str, fair_share: FairShare
 ) -> None:
     job_type = f"capped_{fair_share}"
     tenants = {f"t{t}": CAPPED.plans[t % 3].name for t in range(200)}
@@ -116,6 +120,8 @@ def test_concurrent_pipelines_never_pass_a_cap_and_drain_every_job_once(
     conn.execute("analyze fairqueue.jobs")
     ran: list[str] = []
     over: list[dict[str, int]] = []
+    # The most running jobs any tenant of each plan was seen with.
+    most: dict[str, int] = {}
     lock = threading.Lock()
     local = threading.local()
     opened: list[Connection] = []
@@ -123,7 +129,7 @@ def test_concurrent_pipelines_never_pass_a_cap_and_drain_every_job_once(
     def check(job: Any) -> None:
         # Every claimed job's handler counts its tenant's running jobs: never past the cap.
         if not hasattr(local, "conn"):
-            local.conn = connect(dsn, autocommit=True)
+            local.conn = connect(admin_dsn, autocommit=True)
             with lock:
                 opened.append(local.conn)
         running = _running_by_tenant(local.conn, job_type)
@@ -131,6 +137,8 @@ def test_concurrent_pipelines_never_pass_a_cap_and_drain_every_job_once(
             ran.append(str(job.id))
             if found := _over_cap(running, tenants):
                 over.append(found)
+            for tenant, n in running.items():
+                most[tenants[tenant]] = max(most.get(tenants[tenant], 0), n)
 
     stage = Stage(job_type, batch=BATCH, handler=check, fair_share=fair_share)
     pipelines = 8
@@ -138,21 +146,23 @@ def test_concurrent_pipelines_never_pass_a_cap_and_drain_every_job_once(
 
     def drain() -> str:
         result = run_pipeline(dsn, [stage], trigger="test", plans=CAPPED)
-        with connect(dsn, autocommit=True) as look:
+        # Read as the superuser: the application role sees no tenant's jobs unclamped.
+        with connect(admin_dsn, autocommit=True) as look:
             running = _running_by_tenant(look, job_type)
             rows = look.execute(
                 "select tenant_id from fairqueue.jobs"
                 " where type = %s and status = 'pending' and run_after <= now()",
                 (job_type,),
             ).fetchall()
-        # Due jobs no cap holds back: at most what the other seven hold in claims in flight.
+        # What could be claimed now: each tenant's due jobs, at most its room. When the claim
+        # found none, only the other seven's claims in flight held any; since then their
+        # running jobs (a batch each) may have finished and given their tenants room again.
+        due = Counter(r["tenant_id"] for r in rows)
         free = [
-            r
-            for r in rows
-            if (cap := CAPS[tenants[r["tenant_id"]]]) is None
-            or running.get(r["tenant_id"], 0) < cap
+            min(n, cap - running.get(t, 0)) if (cap := CAPS[tenants[t]]) is not None else n
+            for t, n in due.items()
         ]
-        left_at_stop.append(len(free))
+        left_at_stop.append(sum(max(0, n) for n in free))
         return result.stop_reason
 
     outcomes = race([drain] * pipelines)
@@ -160,7 +170,9 @@ def test_concurrent_pipelines_never_pass_a_cap_and_drain_every_job_once(
         opened_conn.close()
     assert outcomes == ["no_work"] * pipelines
     assert over == []
-    assert max(left_at_stop) <= (pipelines - 1) * BATCH
+    # The cap bound: some tenant of free was seen at its cap, none past it (above).
+    assert most["free"] == 2
+    assert max(left_at_stop) <= 2 * (pipelines - 1) * BATCH
     assert Counter(ran) == Counter(every)
 
 
@@ -178,3 +190,24 @@ def test_jobs_show_says_a_job_waits_for_its_tenants_cap(conn: Connection) -> Non
     )
     reasons = why_waiting(conn, job, stage, CAPPED).reasons
     assert reasons == ["its tenant is at its plan's cap of 2 running (2 of this type)"]
+
+
+def test_top_marks_a_waiting_group_whose_tenant_is_at_its_cap(conn: Connection) -> None:
+    Stage("capped_top", handler=lambda _job: None)
+    set_plan(conn, "a", "free", plans=CAPPED)
+    set_plan(conn, "b", "free", plans=CAPPED)
+    busy = [enqueue(conn, "capped_top", {}, tenant_id="a", group_id=g) for g in ("x", "y")]
+    conn.execute(
+        "update fairqueue.jobs set status = 'running', attempts = 1, locked_at = now(),"
+        " lease_until = now() + interval '1 hour', locked_by = 'other' where id = any(%s)",
+        (busy,),
+    )
+    enqueue(conn, "capped_top", {}, tenant_id="a", group_id="z")
+    enqueue(conn, "capped_top", {}, tenant_id="b", group_id="w")
+    console = Console(width=80, record=True, file=io.StringIO())
+    console.print(render(overview(conn), 24, CAPPED))
+    lines = console.export_text().splitlines()
+    assert [line.split() for line in lines if " z " in line or " w " in line] == [
+        ["capped_top", "a", "z", "(at", "cap", "2)", "0"],
+        ["capped_top", "b", "w", "0"],
+    ]

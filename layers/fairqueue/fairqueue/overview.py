@@ -15,12 +15,16 @@ from .status import TypeStatus, queue_status
 
 @dataclass(frozen=True)
 class ServedGroup:
-    """A group's jobs of a type served in the last day; ``waiting``: it has due work now."""
+    """A group's jobs of a type served in the last day; ``waiting``: it has due work now. A
+    least served group also carries its tenant's plan ('' for none) and how many of its
+    tenant's jobs of the type run now (0 for the most served)."""
 
     type: str
     group_key: str
     served: int
     waiting: bool
+    plan: str = ""
+    running: int = 0
 
     @property
     def tenant_id(self) -> str | None:
@@ -66,7 +70,12 @@ def overview(conn: Connection, *, runs: int = 8, groups: int = 5) -> Overview:
 
     def group(row: dict[str, object]) -> ServedGroup:
         return ServedGroup(
-            str(row["type"]), str(row["group_key"]), int(str(row["served"])), bool(row["waiting"])
+            str(row["type"]),
+            str(row["group_key"]),
+            int(str(row["served"])),
+            bool(row["waiting"]),
+            str(row["plan"]),
+            int(str(row["running"])),
         )
 
     return Overview(

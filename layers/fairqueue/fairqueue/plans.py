@@ -83,6 +83,12 @@ class Plans:
         ranked = sorted(self.plans, key=lambda p: p.priority)
         return ranked[(len(ranked) - 1) // 2]
 
+    def cap_of(self, plan: str | None) -> int | None:
+        """The cap of running jobs per tenant of a tenant on ``plan``: that plan's, or the
+        middle plan's for a plan these do not name (or none), as the claim reads it."""
+        named = [p for p in self.plans if p.name == plan]
+        return (named[0] if named else self.middle).max_running
+
     def claim_params(self, order: Order = "priority", quantum: int = 1) -> dict[str, object]:
         """The claim's plan terms, as parameters: each plan's priority, quantum and cap (0 for
         none) beside its name, and those of a group with no tenant or an unknown plan (the

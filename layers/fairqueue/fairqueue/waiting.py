@@ -178,8 +178,7 @@ def _cap_reason(conn: Connection, job: JobInfo, plans: Plans) -> list[str]:
     row = conn.execute(query("tenant_running"), {"type": job.type, "tenant_id": job.tenant_id})
     found = row.fetchone()
     assert found is not None
-    named = [p for p in plans.plans if p.name == found["plan"]]
-    cap = (named[0] if named else plans.middle).max_running
+    cap = plans.cap_of(found["plan"])
     if cap is None or found["running"] < cap:
         return []
     return [f"its tenant is at its plan's cap of {cap} running ({found['running']} of this type)"]

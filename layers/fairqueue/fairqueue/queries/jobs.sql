@@ -114,5 +114,6 @@ select id, lane, delta_of, status
 
 -- name: served_groups
 -- A door (sql/functions/overview.sql): the most served groups, then the least served with due
--- work waiting.
-select type, group_key, served, waiting, most from fairqueue.served_groups(%(limit)s);
+-- work waiting, each of those with its tenant's plan and running jobs of the type.
+select type, group_key, served, waiting, most, plan, running
+  from fairqueue.served_groups(%(limit)s);
