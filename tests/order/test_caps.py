@@ -22,10 +22,13 @@ from fairqueue.doorbells import Doorbell
 from fairqueue.errors import ConfigurationError
 from fairqueue.job_info import find_jobs
 from fairqueue.overview import overview
+from fairqueue.pipeline.claim import claim_batch
 from fairqueue.plans import set_plan
 from fairqueue.roles.worker import ring_all
 from fairqueue.stage import FairShare
 from fairqueue.waiting import why_waiting
+from support.order_workloads import Workload
+from support.order_workloads import load as load_workload
 from support.rows import race
 
 # free: at most 2 running per tenant, pro: 5, team: none.
@@ -211,3 +214,29 @@ def test_top_marks_a_waiting_group_whose_tenant_is_at_its_cap(conn: Connection) 
         ["capped_top", "a", "z", "(at", "cap", "2)", "0"],
         ["capped_top", "b", "w", "0"],
     ]
+
+
+@pytest.mark.parametrize(
+    ("plans", "batch"),
+    [(PLANS, ["B1", "C1", "D1", "A1", "B2", "C2"]), (CAPPED, ["B1", "C1", "D1", "C2", "D2"])],
+)
+def test_the_guides_batch_with_caps(conn: Connection, plans: Plans, batch: list[str]) -> None:
+    # docs/guide/fairness.md: acme (groups a, b), bolt (c), cora (d), all on free, five jobs a
+    # group created in turn, one of acme's jobs (in a) running. Capped at 2, acme has room for
+    # one (B1), bolt and cora give two each, and the batch comes back with five.
+    Stage("capped_guide", handler=lambda _job: None)
+    keys = {"a": ("acme", "a"), "b": ("acme", "b"), "c": ("bolt", "c"), "d": ("cora", "d")}
+    workload = Workload(
+        plans={"acme": "free", "bolt": "free", "cora": "free"},
+        paused=frozenset(),
+        history=[],
+        jobs=[(keys[g], True) for _ in range(5) for g in "abcd"],
+        batches=[],
+        running=(keys["a"],),
+    )
+    due = load_workload(conn, "capped_guide", workload)
+    names = {job_id: f"{key[1].upper()}{age // 4 + 1}" for job_id, key, age in due}
+    claimed = claim_batch(
+        conn, "capped_guide", batch=6, lease_s=600, locked_by="guide", plans=plans
+    )
+    assert sorted(names[c.id] for c in claimed) == sorted(batch)
