@@ -13,6 +13,7 @@ from fairqueue.db import Connection, connect
 
 from . import (
     admission,
+    caps,
     claim_scale,
     claim_tenants,
     cost,
@@ -117,6 +118,7 @@ def run(dsn: str, sizes: Sizes, server: str, progress: Progress, *, keep: bool) 
         swept = schedules.measure(conn, dsn, sizes, progress)
         shared = shares.measure(conn, dsn, sizes, progress)
         costed = cost.measure(conn, dsn, sizes, progress)
+        capped = caps.measure(conn, dsn, sizes, progress)
         pages = dashboard.measure(conn, dsn, sizes, progress)
         database.reset(conn)
     changed = library_fingerprint() != library
@@ -145,6 +147,7 @@ def run(dsn: str, sizes: Sizes, server: str, progress: Progress, *, keep: bool) 
         schedules=swept,
         shares=shared,
         cost=costed,
+        caps=capped,
         dashboard=pages,
         elapsed_s=time.monotonic() - started,
     )

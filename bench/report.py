@@ -10,6 +10,7 @@ from typing import Any
 
 from . import (
     admission_report,
+    caps,
     chart,
     claim_scale,
     claim_tenants,
@@ -121,6 +122,7 @@ def as_json(results: Results) -> dict[str, Any]:
         "schedules": schedules.as_json(results.schedules),
         "shares": shares.as_json(results.shares),
         "cost": cost.as_json(results.cost),
+        "caps": caps.as_json(results.caps),
         "dashboard": dashboard.as_json(results.dashboard),
     }
 
@@ -467,6 +469,8 @@ def markdown(results: Results) -> str:
         *shares.section(results.shares, results.sizes),
         "",
         *cost.section(results.cost, results.sizes),
+        "",
+        *caps.section(results.caps, results.sizes),
         "",
         *dashboard.section(results.dashboard),
         f"Whole run: {results.elapsed_s:.0f} s.",

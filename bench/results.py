@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .admission import Admission
+from .caps import CapsRun
 from .claim_scale import OptionCase, ScaleCase
 from .claim_tenants import LevelCase
 from .cost import CostRun
@@ -65,6 +66,8 @@ class Results:
     shares: list[SharesRun]
     # Fairness by cost: two tenants whose jobs cost 100 and 1 under fair_by="cost".
     cost: list[CostRun]
+    # Caps per tenant: one capped tenant beside uncapped ones, with and without the cap.
+    caps: list[CapsRun]
     # Each dashboard page's time at 100,000 groups and a million finished jobs.
     dashboard: list[PageRender]
     elapsed_s: float

@@ -88,6 +88,17 @@ class Sizes:
     cost_groups: int
     cost_window_rounds: int
     cost_repeats: int
+    # Caps per tenant (bench/caps.py): `caps_jobs` jobs of `caps_tenants` uncapped tenants x
+    # `caps_groups_per_tenant` groups, and `caps_capped_jobs` of one capped tenant over
+    # `caps_capped_groups` groups, drained by `caps_workers` pipelines with and without the cap,
+    # `caps_repeats` times.
+    caps_tenants: int
+    caps_groups_per_tenant: int
+    caps_jobs: int
+    caps_capped_jobs: int
+    caps_capped_groups: int
+    caps_workers: int
+    caps_repeats: int
     # Admission (bench/admission.py): POST /jobs at each count of concurrent clients, each
     # client admitting untimed for the warm-up, then for the timed seconds.
     admission_clients: tuple[int, ...]
@@ -165,6 +176,13 @@ FULL = Sizes(
     cost_groups=5,
     cost_window_rounds=100,
     cost_repeats=3,
+    caps_tenants=50,
+    caps_groups_per_tenant=10,
+    caps_jobs=20_000,
+    caps_capped_jobs=2_000,
+    caps_capped_groups=100,
+    caps_workers=4,
+    caps_repeats=3,
     admission_clients=(1, 16, 200),
     admission_fleet_clients=(1, 16, 200),
     admission_warmup_s=2.0,
@@ -226,6 +244,13 @@ SMOKE = Sizes(
     cost_groups=2,
     cost_window_rounds=10,
     cost_repeats=1,
+    caps_tenants=5,
+    caps_groups_per_tenant=2,
+    caps_jobs=200,
+    caps_capped_jobs=20,
+    caps_capped_groups=5,
+    caps_workers=2,
+    caps_repeats=1,
     admission_clients=(1, 16),
     admission_fleet_clients=(1,),
     admission_warmup_s=0.1,

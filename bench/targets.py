@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from . import (
     admission_report,
+    caps,
     claim_scale,
     claim_tenants,
     cost,
@@ -352,6 +353,24 @@ def _cost(results: Results) -> list[Target]:
     ]
 
 
+def _caps(results: Results) -> list[Target]:
+    found = caps.figures(results.caps)
+    ratio, most = found["others_ratio"], found["most_running"]
+    if ratio is None or most is None:
+        return []
+    return [
+        Target(
+            goal=f"caps: a tenant capped at {caps.CAP} running never runs more, and the other"
+            f" tenants drain within {1 - caps.MIN_OTHERS_RATIO:.0%} of an uncapped run",
+            fairqueue=f"{found['capped_per_s'] or 0:,.0f} jobs/s (others, capped tenant at most"
+            f" {most:g} running)",
+            other=f"{found['uncapped_per_s'] or 0:,.0f} jobs/s (others, no cap)",
+            ratio=ratio,
+            met=ratio >= caps.MIN_OTHERS_RATIO and most <= caps.CAP,
+        )
+    ]
+
+
 def _dashboard(results: Results) -> list[Target]:
     found = dashboard.slowest(results.dashboard)
     if found is None:
@@ -403,5 +422,6 @@ def evaluate(results: Results) -> list[Target]:
         *_schedules(results),
         *_shares(results),
         *_cost(results),
+        *_caps(results),
         *_dashboard(results),
     ]

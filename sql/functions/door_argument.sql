@@ -151,3 +151,26 @@ begin
 end $$;
 alter function fairqueue.door_costs(text, integer[]) owner to fairqueue_owner;
 revoke all on function fairqueue.door_costs(text, integer[]) from public, fairqueue_app;
+
+-- What the claims' doors and the doorbell's claim are handed for the caps per tenant
+-- (Plan(max_running=n)): each plan's cap beside its name and the cap of a tenant whose plan is
+-- not named, each from 0 to 1,000,000, 0 or null meaning none. The one check of them.
+create or replace function fairqueue.door_caps_arguments(p_door text, p_plan_names text[],
+    p_plan_caps integer[], p_default_cap integer) returns void
+language plpgsql set search_path = pg_catalog, pg_temp
+as $$
+begin
+    perform fairqueue.door_argument(
+        p_plan_names is not null and p_plan_caps is not null
+        and cardinality(p_plan_names) = cardinality(p_plan_caps),
+        format('%s: plan caps must be one cap for each plan name', p_door));
+    perform fairqueue.door_argument(
+        coalesce(0 <= all(p_plan_caps) and 1000000 >= all(p_plan_caps), true)
+        and coalesce(p_default_cap between 0 and 1000000, true),
+        format('%s: every cap must be from 0 (none) to 1000000, got %s and default %s', p_door,
+               p_plan_caps, p_default_cap));
+end $$;
+alter function fairqueue.door_caps_arguments(text, text[], integer[], integer)
+    owner to fairqueue_owner;
+revoke all on function fairqueue.door_caps_arguments(text, text[], integer[], integer)
+    from public, fairqueue_app;

@@ -68,13 +68,23 @@ grant execute on function fairqueue.mark_rung(uuid[]) to fairqueue_app;
 -- other (nor deadlock, locking in different orders). When it takes a job, the transaction
 -- commits without waiting for its WAL to reach disk, as every claim's does. Ids and tenants
 -- only: the caller reads the rest under each tenant's clamp (read_claimed).
+--
+-- A tenant on a capped plan (p_plan_caps beside p_plan_names, p_default_cap for a plan not named:
+-- sql/order/caps.sql) takes no more of a type's jobs than its room; a doorbell past it, or for a
+-- tenant another claimer is claiming for at that moment, takes nothing, and its job stays pending
+-- for the cron's claim.
 create or replace function fairqueue.jobs_claim_by_ids(p_ids uuid[], p_tenant_ids text[],
-    p_types text[], p_leases double precision[], p_locked_by text, p_run_id uuid)
+    p_types text[], p_leases double precision[], p_locked_by text, p_run_id uuid,
+    p_plan_names text[], p_plan_caps integer[], p_default_cap integer)
 returns table (id uuid, tenant_id text)
 language plpgsql security definer set search_path = pg_catalog, pg_temp
 as $$
 declare
     unclamped constant boolean := fairqueue.clamped_to_no_one();
+    room_types text[] := '{}';
+    room_keys text[] := '{}';
+    rooms integer[] := '{}';
+    past_room uuid[] := '{}';
 begin
     perform fairqueue.door_argument(
         cardinality(p_ids) = cardinality(p_tenant_ids) and cardinality(p_ids) <= 10000,
@@ -85,6 +95,36 @@ begin
         'jobs_claim_by_ids: each type needs a lease over 0 and at most 86400 seconds');
     perform fairqueue.door_argument(coalesce(length(p_locked_by), 0) between 1 and 200,
         'jobs_claim_by_ids: locked_by must be 1 to 200 characters');
+    perform fairqueue.door_caps_arguments('jobs_claim_by_ids', p_plan_names, p_plan_caps,
+                                          p_default_cap);
+    if fairqueue.any_cap(p_plan_caps, p_default_cap) then
+        select coalesce(array_agg(r.type), '{}'), coalesce(array_agg(r.tenant_key), '{}'),
+               coalesce(array_agg(r.room), '{}')
+          into room_types, room_keys, rooms
+          from (select array_agg(j.type) as types,
+                       array_agg(fairqueue.group_tenant_key(j.group_key)) as keys,
+                       array_agg(coalesce(t.plan, '')) as plans
+                  from fairqueue.jobs j
+                  left join fairqueue.tenants t on t.id = j.tenant_id
+                 where j.id = any(p_ids) and j.status = 'pending'
+                   and j.type = any(p_types)) met
+         cross join lateral fairqueue.tenant_rooms(
+                   coalesce(met.types, '{}'), coalesce(met.keys, '{}'),
+                   coalesce(met.plans, '{}'), p_plan_names, p_plan_caps, p_default_cap,
+                   false) r;
+        -- A capped tenant's doorbells of a type past its room (by job id), left out before any
+        -- row is locked, so that none is locked and not taken.
+        select coalesce(array_agg(c.id), '{}') into past_room
+          from (select j.id, r.room,
+                       row_number() over (partition by r.type, r.tenant_key order by j.id) as nth
+                  from fairqueue.jobs j
+                  join unnest(room_types, room_keys, rooms) as r (type, tenant_key, room)
+                    on r.type = j.type
+                   and r.tenant_key = fairqueue.group_tenant_key(j.group_key)
+                 where j.id = any(p_ids) and j.status = 'pending'
+                   and j.run_after <= now()) c
+         where c.nth > c.room;
+    end if;
     return query
     with doorbell as (
         select distinct d.id, d.tenant_id
@@ -100,6 +140,7 @@ begin
            and not exists (select 1 from fairqueue.groups g
                             where g.key = j.group_key and g.tenant_id is not distinct from j.tenant_id
                               and g.status = 'paused')
+           and j.id <> all(past_room)
          order by j.id
            for update of j skip locked
     )
@@ -117,9 +158,9 @@ begin
         perform set_config('synchronous_commit', 'off', true);
     end if;
 end $$;
-alter function fairqueue.jobs_claim_by_ids(uuid[], text[], text[], double precision[], text, uuid)
-    owner to fairqueue_owner;
+alter function fairqueue.jobs_claim_by_ids(uuid[], text[], text[], double precision[], text, uuid,
+    text[], integer[], integer) owner to fairqueue_owner;
 revoke all on function fairqueue.jobs_claim_by_ids(uuid[], text[], text[], double precision[],
-    text, uuid) from public, fairqueue_app;
+    text, uuid, text[], integer[], integer) from public, fairqueue_app;
 grant execute on function fairqueue.jobs_claim_by_ids(uuid[], text[], text[], double precision[],
-    text, uuid) to fairqueue_app;
+    text, uuid, text[], integer[], integer) to fairqueue_app;

@@ -20,7 +20,8 @@ select fairqueue.ready_for_claim(%(type)s, %(plan_names)s, %(plan_quanta)s,
 select id, tenant_id
   from fairqueue.claim(%(type)s, %(batch)s, %(lease_s)s, %(locked_by)s, %(run_id)s,
                        %(plan_names)s, %(plan_priorities)s, %(default_priority)s,
-                       %(plan_quanta)s, %(default_quantum)s, %(by_cost)s);
+                       %(plan_quanta)s, %(default_quantum)s, %(plan_caps)s,
+                       %(default_cap)s, %(by_cost)s);
 
 -- name: claim_and_read
 -- The fair claim and the read of what it took, one statement: the claim (the door above) hands
@@ -37,7 +38,8 @@ select r.id, r.type, r.payload, r.tenant_id, r.group_id, r.attempts, r.max_attem
                     then set_config('synchronous_commit', 'off', true) end as commit_quickly
           from fairqueue.claim(%(type)s, %(batch)s, %(lease_s)s, %(locked_by)s, %(run_id)s,
                                %(plan_names)s, %(plan_priorities)s, %(default_priority)s,
-                               %(plan_quanta)s, %(default_quantum)s, %(by_cost)s) c) c
+                               %(plan_quanta)s, %(default_quantum)s, %(plan_caps)s,
+                               %(default_cap)s, %(by_cost)s) c) c
  cross join lateral fairqueue.read_claimed(c.tenant_ids, c.ids, %(locked_by)s) r;
 
 -- name: claim_and_read_by_tenant
@@ -50,7 +52,8 @@ select r.id, r.type, r.payload, r.tenant_id, r.group_id, r.attempts, r.max_attem
           from fairqueue.claim_by_tenant(%(type)s, %(batch)s, %(lease_s)s, %(locked_by)s,
                                          %(run_id)s, %(plan_names)s, %(plan_priorities)s,
                                          %(default_priority)s, %(plan_quanta)s,
-                                         %(default_quantum)s, %(by_cost)s) c) c
+                                         %(default_quantum)s, %(plan_caps)s,
+                                         %(default_cap)s, %(by_cost)s) c) c
  cross join lateral fairqueue.read_claimed(c.tenant_ids, c.ids, %(locked_by)s) r;
 
 -- name: has_claimable

@@ -65,6 +65,10 @@ revoke all on function fairqueue.take_claimed(uuid[], double precision, text, uu
 -- The first p_batch groups that offer a job (claim_firsts) hold all the batch's picks: their
 -- p_batch first jobs pick before any job of a group ranked below them. The picks are the best
 -- p_batch of the jobs those groups offer (claim_picks).
+--
+-- A tenant on a capped plan (p_plan_caps, p_default_cap; sql/order/caps.sql) is passed over
+-- once it has as many of the type's jobs running as its cap: the first jobs take no more than
+-- its room, and the picks no more of its jobs than the room it has when they are made.
 create or replace function fairqueue.claim_unchecked(
     p_type text,
     p_batch integer,
@@ -74,6 +78,8 @@ create or replace function fairqueue.claim_unchecked(
     p_plan_names text[],
     p_plan_priorities integer[],
     p_default_priority integer,
+    p_plan_caps integer[],
+    p_default_cap integer,
     p_by_cost boolean
 ) returns table (id uuid, tenant_id text)
 language plpgsql set search_path = pg_catalog, pg_temp set jit = off
@@ -88,6 +94,8 @@ declare
     picked_ids uuid[];
     claimed_ids uuid[];
     claimed_tenants text[];
+    room_keys text[];
+    rooms integer[];
 begin
     -- A type claimed by group keeps no tenant standings (sql/order/tenant_standings.sql).
     perform fairqueue.tenant_level_unlisted(p_type);
@@ -112,13 +120,26 @@ begin
     loop
         begin
             firsts := fairqueue.claim_firsts(p_type, p_batch, p_plan_names, p_plan_priorities,
-                                             p_default_priority, hold, p_by_cost);
+                                             p_default_priority, hold, p_plan_caps,
+                                             p_default_cap, p_by_cost);
             if hold and cardinality(firsts) = 0 then
                 raise exception using errcode = 'FQ001';
             end if;
+            -- The rooms of the capped tenants of the first jobs, whose locks claim_firsts took.
+            select coalesce(array_agg(r.tenant_key), '{}'), coalesce(array_agg(r.room), '{}')
+              into room_keys, rooms
+              from (select array_agg(fairqueue.group_tenant_key(f.group_key)) as keys,
+                           array_agg(f.plan) as plans
+                      from unnest(firsts) f
+                     where fairqueue.any_cap(p_plan_caps, p_default_cap)) met
+             cross join lateral fairqueue.tenant_rooms(
+                       array_fill(p_type, array[coalesce(cardinality(met.keys), 0)]),
+                       coalesce(met.keys, '{}'), coalesce(met.plans, '{}'), p_plan_names,
+                       p_plan_caps, p_default_cap, false) r;
             select p.ids, p.verified into picked_ids, verified
               from fairqueue.claim_picks(p_type, p_batch, p_plan_names, p_plan_priorities,
-                                         p_default_priority, firsts, tight, p_by_cost) p;
+                                         p_default_priority, firsts, tight, room_keys,
+                                         rooms, p_by_cost) p;
             if tight and not verified then
                 raise exception using errcode = 'FQ002';
             end if;
@@ -139,14 +160,16 @@ begin
 end $$;
 
 alter function fairqueue.claim_unchecked(text, integer, double precision, text, uuid, text[],
-    integer[], integer, boolean) owner to fairqueue_owner;
+    integer[], integer, integer[], integer, boolean) owner to fairqueue_owner;
 revoke all on function fairqueue.claim_unchecked(text, integer, double precision, text, uuid,
-    text[], integer[], integer, boolean) from public, fairqueue_app;
+    text[], integer[], integer, integer[], integer, boolean) from public, fairqueue_app;
 
 -- The door: checks the arguments, stamps the type's quanta if ready_for_claim has not (a caller
 -- of the door alone), then runs claim_unchecked as the owner. p_plan_quanta is each named plan's
 -- quantum beside its name, p_default_quantum the quantum of the groups of any other plan or of
--- no tenant (fairqueue.Plans.claim_params). p_by_cost counts each job as its cost, not as one
+-- no tenant (fairqueue.Plans.claim_params). p_plan_caps is each named plan's cap of running
+-- jobs per tenant beside its name, p_default_cap the cap of a tenant of any other plan (0 or
+-- null: none; jobs with no tenant have none). p_by_cost counts each job as its cost, not as one
 -- (Stage(fair_by="cost")): in the order's levels and in the served counts from its claim on.
 create or replace function fairqueue.claim(
     p_type text,
@@ -159,23 +182,26 @@ create or replace function fairqueue.claim(
     p_default_priority integer,
     p_plan_quanta integer[],
     p_default_quantum integer,
+    p_plan_caps integer[],
+    p_default_cap integer,
     p_by_cost boolean default false
 ) returns table (id uuid, tenant_id text)
 language sql security definer set search_path = pg_catalog, pg_temp
 as $$
 select fairqueue.door_claim_arguments(p_batch, p_lease_s, p_locked_by);
+select fairqueue.door_caps_arguments('claim', p_plan_names, p_plan_caps, p_default_cap);
 select fairqueue.quanta_stamped(p_type, p_plan_names, p_plan_quanta, p_default_quantum);
 select fairqueue.door_argument(p_by_cost is not null, 'claim: by cost must be true or false');
 select * from fairqueue.claim_unchecked(p_type, p_batch, p_lease_s, p_locked_by, p_run_id,
-    p_plan_names, p_plan_priorities, p_default_priority, p_by_cost);
+    p_plan_names, p_plan_priorities, p_default_priority, p_plan_caps, p_default_cap, p_by_cost);
 $$;
 
 alter function fairqueue.claim(text, integer, double precision, text, uuid, text[], integer[],
-    integer, integer[], integer, boolean) owner to fairqueue_owner;
+    integer, integer[], integer, integer[], integer, boolean) owner to fairqueue_owner;
 revoke all on function fairqueue.claim(text, integer, double precision, text, uuid, text[],
-    integer[], integer, integer[], integer, boolean) from public, fairqueue_app;
+    integer[], integer, integer[], integer, integer[], integer, boolean) from public, fairqueue_app;
 grant execute on function fairqueue.claim(text, integer, double precision, text, uuid, text[],
-    integer[], integer, integer[], integer, boolean) to fairqueue_app;
+    integer[], integer, integer[], integer, integer[], integer, boolean) to fairqueue_app;
 
 -- A plan's quantum in a type's quanta as quanta_map keeps them: the plan's beside its name, else
 -- the default. The one spelling of that lookup, for the group standings (standing_quantum) and

@@ -1,3 +1,52 @@
+-- The first p_limit tenants of a type by their first pick (their first run's), over every plan:
+-- plan priority, then whole quanta served (each by its own standing's quantum: its plan's under
+-- shares), then their best group, as the standings' index orders them, leaving out p_passed (the
+-- capped tenants with no room). The plans with tenants standing are found by a skip scan of the
+-- index. The one spelling of that ranking, for the tenant claim's picks and for the rooms it
+-- asks for first (claim_by_tenant_unchecked); one statement, inlined where it is called.
+create or replace function fairqueue.tenants_in_order(
+    p_type text,
+    p_limit integer,
+    p_plan_names text[],
+    p_plan_priorities integer[],
+    p_default_priority integer,
+    p_passed text[]
+) returns table (tenant_key text, plan text, n bigint, quantum integer, level bigint,
+                 priority integer)
+language sql stable
+as $$
+with recursive present (plan) as (
+    (select t.plan from fairqueue.tenant_standings t
+      where t.type = p_type and t.best_id is not null
+      order by t.plan limit 1)
+    union all
+    select (select t.plan from fairqueue.tenant_standings t
+             where t.type = p_type and t.best_id is not null and t.plan > p.plan
+             order by t.plan limit 1)
+      from present p
+     where p.plan is not null
+)
+select x.tenant_key, p.plan, x.n, x.quantum, x.n / x.quantum as level,
+       fairqueue.plan_priority(p.plan, p_plan_names, p_plan_priorities,
+                               p_default_priority) as priority
+  from present p
+  cross join lateral (
+      select t.tenant_key, t.n, t.quantum, t.best_n, t.best_created_at, t.best_id
+        from fairqueue.tenant_standings t
+       where t.type = p_type and t.plan = p.plan and t.best_id is not null
+         and t.tenant_key <> all(p_passed)
+       order by t.n / t.quantum, t.best_n, t.best_created_at, t.best_id
+       limit p_limit) x
+ where p.plan is not null
+ order by 6 desc, 5, x.best_n, x.best_created_at, x.best_id
+ limit p_limit
+$$;
+
+alter function fairqueue.tenants_in_order(text, integer, text[], integer[], integer, text[])
+    owner to fairqueue_owner;
+revoke all on function fairqueue.tenants_in_order(text, integer, text[], integer[], integer,
+    text[]) from public, fairqueue_app;
+
 -- The picks of a claim by tenant: the first p_batch picks of the order (claim_by_tenant_unchecked
 -- below), locked in the order's order, with whether they are surely the batch.
 --
@@ -17,6 +66,9 @@
 -- job stands in its tenant at the group's count plus the costs of its jobs before it, and a
 -- tenant's pick at its count plus the costs of its picks before it. Picks so stand no earlier
 -- than counted one each, and the bounds, which count one a pick, hold as they are.
+--
+-- A capped tenant (sql/order/caps.sql) takes no more picks than its room, beside its key in
+-- p_room_keys and p_rooms; one with no room is passed over.
 create or replace function fairqueue.claim_by_tenant_picks(
     p_type text,
     p_batch integer,
@@ -24,6 +76,8 @@ create or replace function fairqueue.claim_by_tenant_picks(
     p_plan_priorities integer[],
     p_default_priority integer,
     p_tight boolean,
+    p_room_keys text[],
+    p_rooms integer[],
     p_by_cost boolean
 ) returns table (ids uuid[], verified boolean)
 language plpgsql set search_path = pg_catalog, pg_temp set jit = off
@@ -31,35 +85,17 @@ language plpgsql set search_path = pg_catalog, pg_temp set jit = off
 as $$
 begin
     return query
-    -- The plans with tenants standing, found by a skip scan of the tenant standings' index.
-    with recursive present (plan) as (
-        (select t.plan from fairqueue.tenant_standings t
-          where t.type = p_type and t.best_id is not null
-          order by t.plan limit 1)
-        union all
-        select (select t.plan from fairqueue.tenant_standings t
-                 where t.type = p_type and t.best_id is not null and t.plan > p.plan
-                 order by t.plan limit 1)
-          from present p
-         where p.plan is not null
-    ),
-    -- The first p_batch tenants by their first pick (their first run's), over every plan:
-    -- by whole quanta served (each by its own standing's quantum: its plan's under shares),
-    -- then their best group, as the standings' index orders them.
-    tenants as (
-        select x.tenant_key, x.n, x.quantum, x.n / x.quantum as level,
-               fairqueue.plan_priority(p.plan, p_plan_names, p_plan_priorities,
-                                       p_default_priority) as priority
-          from present p
-          cross join lateral (
-              select t.tenant_key, t.n, t.quantum, t.best_n, t.best_created_at, t.best_id
-                from fairqueue.tenant_standings t
-               where t.type = p_type and t.plan = p.plan and t.best_id is not null
-               order by t.n / t.quantum, t.best_n, t.best_created_at, t.best_id
-               limit p_batch) x
-         where p.plan is not null
-         order by 5 desc, 4, x.best_n, x.best_created_at, x.best_id
-         limit p_batch
+    -- The first p_batch tenants by their first pick, less the capped ones with no room, each
+    -- capped one with its room.
+    with tenants as (
+        select x.tenant_key, x.n, x.quantum, x.level, x.priority, r.room
+          from fairqueue.tenants_in_order(
+                   p_type, p_batch, p_plan_names, p_plan_priorities, p_default_priority,
+                   array(select r.tenant_key
+                           from unnest(p_room_keys, p_rooms) as r (tenant_key, room)
+                          where r.room = 0)) x
+          left join unnest(p_room_keys, p_rooms) as r (tenant_key, room)
+                 on r.tenant_key = x.tenant_key
     ),
     -- How many picks each tenant can take: its picks at a level x stand behind every tenant of
     -- a higher priority and every tenant of its own at a lower level, and behind its own
@@ -74,15 +110,17 @@ begin
     -- Each tenant's bound: the rest of its current quantum, or as many as its picks up to the
     -- next place after each of its own or later (up to l's next level, where every tenant at l
     -- or before stands ahead of it with a pick) leave room for in the batch. With a quantum of
-    -- 1 that is one pick and as many more as the places after its own leave room for.
+    -- 1 that is one pick and as many more as the places after its own leave room for. A
+    -- capped tenant's bound is at most its room.
     tenant_reach as (
         select t.tenant_key, t.n, t.quantum, t.priority,
-               greatest(least(t.quantum * (t.level + 1) - t.n, p_batch),
-                        max(least(coalesce(t.quantum * (l.next_level + 1) - t.n, p_batch),
-                                  p_batch - l.heads_up_to + 1))) as most
+               least(greatest(least(t.quantum * (t.level + 1) - t.n, p_batch),
+                              max(least(coalesce(t.quantum * (l.next_level + 1) - t.n, p_batch),
+                                        p_batch - l.heads_up_to + 1))),
+                     coalesce(t.room, p_batch)) as most
           from tenants t
           join tenant_levels l on l.priority = t.priority and l.level >= t.level
-         group by t.tenant_key, t.n, t.quantum, t.level, t.priority
+         group by t.tenant_key, t.n, t.quantum, t.level, t.priority, t.room
     ),
     -- The top priority among those tenants: only its tenants offer more than a pick when tight.
     top as (select max(r.priority) as priority from tenant_reach r),
@@ -327,9 +365,9 @@ begin
 end $$;
 
 alter function fairqueue.claim_by_tenant_picks(text, integer, text[], integer[], integer,
-    boolean, boolean) owner to fairqueue_owner;
+    boolean, text[], integer[], boolean) owner to fairqueue_owner;
 revoke all on function fairqueue.claim_by_tenant_picks(text, integer, text[], integer[], integer,
-    boolean, boolean) from public, fairqueue_app;
+    boolean, text[], integer[], boolean) from public, fairqueue_app;
 
 -- The fair claim at the tenant level (Stage(fair_share="tenant")), the one definition of that
 -- order: plan priority, then the tenant served the fewest whole quanta of this type in the last day
@@ -355,6 +393,11 @@ revoke all on function fairqueue.claim_by_tenant_picks(text, integer, text[], in
 -- Claims by tenant of one type take turns (a transaction lock per type): the tenant standings are
 -- written by these claims alone, from the log the triggers on served append to, so the writers of
 -- groups never wait on a tenant's row.
+--
+-- A tenant on a capped plan (p_plan_caps, p_default_cap; sql/order/caps.sql) takes no more picks
+-- than its room; the rooms of the capped tenants among the first p_batch are asked for before
+-- the picks, and those with none are passed over for the next ones, until the first p_batch
+-- tenants with room are known.
 create or replace function fairqueue.claim_by_tenant_unchecked(
     p_type text,
     p_batch integer,
@@ -366,6 +409,8 @@ create or replace function fairqueue.claim_by_tenant_unchecked(
     p_default_priority integer,
     p_plan_quanta integer[],
     p_default_quantum integer,
+    p_plan_caps integer[],
+    p_default_cap integer,
     p_by_cost boolean
 ) returns table (id uuid, tenant_id text)
 language plpgsql set search_path = pg_catalog, pg_temp set jit = off
@@ -380,6 +425,10 @@ declare
     picked_ids uuid[];
     claimed_ids uuid[];
     claimed_tenants text[];
+    room_keys text[];
+    rooms integer[];
+    met_keys text[];
+    met_plans text[];
 begin
     perform fairqueue.lock_tenant_claims(array[p_type]);
     perform fairqueue.tenant_level_listed(p_type, p_plan_names, p_plan_quanta,
@@ -392,6 +441,26 @@ begin
     loop
         perform fairqueue.tenant_standings_fold(p_type);
 
+        room_keys := '{}';
+        rooms := '{}';
+        while fairqueue.any_cap(p_plan_caps, p_default_cap) loop
+            select array_agg(x.tenant_key), array_agg(x.plan) into met_keys, met_plans
+              from fairqueue.tenants_in_order(
+                       p_type, p_batch, p_plan_names, p_plan_priorities, p_default_priority,
+                       array(select r.tenant_key
+                               from unnest(room_keys, rooms) as r (tenant_key, room)
+                              where r.room = 0)) x
+             where x.tenant_key <> all(room_keys)
+               and fairqueue.plan_cap(x.tenant_key, x.plan, p_plan_names, p_plan_caps,
+                                      p_default_cap) > 0;
+            exit when met_keys is null;
+            select room_keys || array_agg(r.tenant_key), rooms || array_agg(r.room)
+              into room_keys, rooms
+              from fairqueue.tenant_rooms(array_fill(p_type, array[cardinality(met_keys)]),
+                                          met_keys, met_plans, p_plan_names, p_plan_caps,
+                                          p_default_cap, true) r;
+        end loop;
+
         -- The picks, offered first only as deep as the tenants and their groups reach if each
         -- has picks enough (tight): most claims. When that proves too shallow, the locks are
         -- undone with the subtransaction and each offers as many as it could take at all. The
@@ -403,7 +472,7 @@ begin
                 select p.ids, p.verified into picked_ids, verified
                   from fairqueue.claim_by_tenant_picks(p_type, p_batch, p_plan_names,
                                                        p_plan_priorities, p_default_priority,
-                                                       tight, p_by_cost) p;
+                                                       tight, room_keys, rooms, p_by_cost) p;
                 if tight and not verified then
                     raise exception using errcode = 'FQ002';
                 end if;
@@ -445,13 +514,15 @@ begin
 end $$;
 
 alter function fairqueue.claim_by_tenant_unchecked(text, integer, double precision, text, uuid,
-    text[], integer[], integer, integer[], integer, boolean) owner to fairqueue_owner;
+    text[], integer[], integer, integer[], integer, integer[], integer, boolean)
+    owner to fairqueue_owner;
 revoke all on function fairqueue.claim_by_tenant_unchecked(text, integer, double precision, text,
-    uuid, text[], integer[], integer, integer[], integer, boolean) from public, fairqueue_app;
+    uuid, text[], integer[], integer, integer[], integer, integer[], integer, boolean)
+    from public, fairqueue_app;
 
--- The door: checks the arguments, then runs claim_by_tenant_unchecked as the owner. The quanta
--- are handed as to the group claim's door (fairqueue.claim): each plan's beside its name, and
--- the default; p_by_cost as to that door too.
+-- The door: checks the arguments, then runs claim_by_tenant_unchecked as the owner. The quanta,
+-- the caps and p_by_cost are handed as to the group claim's door (fairqueue.claim): each plan's
+-- beside its name, and the default.
 create or replace function fairqueue.claim_by_tenant(
     p_type text,
     p_batch integer,
@@ -463,22 +534,26 @@ create or replace function fairqueue.claim_by_tenant(
     p_default_priority integer,
     p_plan_quanta integer[],
     p_default_quantum integer,
+    p_plan_caps integer[],
+    p_default_cap integer,
     p_by_cost boolean default false
 ) returns table (id uuid, tenant_id text)
 language sql security definer set search_path = pg_catalog, pg_temp
 as $$
 select fairqueue.door_claim_arguments(p_batch, p_lease_s, p_locked_by);
 select fairqueue.door_quanta_arguments(p_plan_names, p_plan_quanta, p_default_quantum);
+select fairqueue.door_caps_arguments('claim', p_plan_names, p_plan_caps, p_default_cap);
 select fairqueue.door_argument(p_by_cost is not null,
     'claim_by_tenant: by cost must be true or false');
 select * from fairqueue.claim_by_tenant_unchecked(p_type, p_batch, p_lease_s, p_locked_by,
     p_run_id, p_plan_names, p_plan_priorities, p_default_priority, p_plan_quanta,
-    p_default_quantum, p_by_cost);
+    p_default_quantum, p_plan_caps, p_default_cap, p_by_cost);
 $$;
 
 alter function fairqueue.claim_by_tenant(text, integer, double precision, text, uuid, text[],
-    integer[], integer, integer[], integer, boolean) owner to fairqueue_owner;
+    integer[], integer, integer[], integer, integer[], integer, boolean) owner to fairqueue_owner;
 revoke all on function fairqueue.claim_by_tenant(text, integer, double precision, text, uuid,
-    text[], integer[], integer, integer[], integer, boolean) from public, fairqueue_app;
+    text[], integer[], integer, integer[], integer, integer[], integer, boolean)
+    from public, fairqueue_app;
 grant execute on function fairqueue.claim_by_tenant(text, integer, double precision, text, uuid,
-    text[], integer[], integer, integer[], integer, boolean) to fairqueue_app;
+    text[], integer[], integer, integer[], integer, integer[], integer, boolean) to fairqueue_app;

@@ -16,6 +16,12 @@
 -- group's served count, plan and quantum) read where it was found, so the claim looks up none
 -- of them again;
 -- in the order the jobs were taken.
+--
+-- A capped tenant (p_plan_caps, p_default_cap: sql/order/caps.sql) gives no more first jobs, over
+-- all its groups, than its room (tenant_rooms, asked once per tenant, the first time a pass meets
+-- it), the first ones in the order's order; the rest are passed over, so the claim reads further
+-- down the index for groups that can give. Without p_hold_groups it waits for a tenant another
+-- claimer is claiming for, as it waits for standings.
 create or replace function fairqueue.claim_firsts(
     p_type text,
     p_batch integer,
@@ -23,6 +29,8 @@ create or replace function fairqueue.claim_firsts(
     p_plan_priorities integer[],
     p_default_priority integer,
     p_hold_groups boolean,
+    p_plan_caps integer[],
+    p_default_cap integer,
     p_by_cost boolean
 ) returns fairqueue.ranked_job[]
 language plpgsql set search_path = pg_catalog, pg_temp set jit = off
@@ -47,6 +55,12 @@ declare
     found_jobs fairqueue.ranked_job[];
     taken fairqueue.ranked_job[] := '{}';
     stale text[];
+    -- The capped tenants met so far, and how many more first jobs each may give.
+    capped constant boolean := fairqueue.any_cap(p_plan_caps, p_default_cap);
+    room_keys text[] := '{}';
+    rooms integer[] := '{}';
+    capped_groups text[] := '{}';
+    capped_jobs fairqueue.ranked_job[];
 begin
     -- The plans with standing groups, found by a skip scan, ranked into priority levels; within
     -- a level the plans' index orders are merged.
@@ -135,6 +149,27 @@ begin
                        where s.type = p_type and s.group_key = k.group_key
                        limit 1) s;
             end if;
+            -- The rooms of the capped tenants this pass meets first (tenant_rooms), and the
+            -- groups of capped tenants, whose jobs are read below the others', so that no job
+            -- past a tenant's room is locked: a job locked and not taken would be passed over
+            -- by other claimers until this claim commits.
+            if capped then
+                select room_keys || coalesce(array_agg(r.tenant_key), '{}'),
+                       rooms || coalesce(array_agg(r.room), '{}')
+                  into room_keys, rooms
+                  from (select coalesce(array_agg(fairqueue.group_tenant_key(k.group_key)),
+                                        '{}') as keys,
+                               coalesce(array_agg(k.plan), '{}') as plans
+                          from unnest(heads) k
+                         where fairqueue.group_tenant_key(k.group_key) <> all(room_keys)) met
+                  cross join lateral fairqueue.tenant_rooms(
+                           array_fill(p_type, array[cardinality(met.keys)]), met.keys,
+                           met.plans, p_plan_names, p_plan_caps, p_default_cap,
+                           not p_hold_groups) r;
+                capped_groups := array(select k.group_key from unnest(heads) k
+                                        where fairqueue.group_tenant_key(k.group_key)
+                                              = any(room_keys));
+            end if;
             -- Each group's oldest due jobs that no one holds, from its head on, as many as are
             -- left of its quantum; a paused group offers none. The jobs before the head are
             -- gone, and the index keeps their entries until a vacuum: read from the start, a
@@ -159,7 +194,8 @@ begin
                                       where g.key = k.group_key and g.status = 'paused')
                    order by j.type, j.group_key, j.created_at, j.id
                    limit k.quantum - k.served % k.quantum
-                     for update of j skip locked) f;
+                     for update of j skip locked) f
+             where k.group_key <> all(capped_groups);
             -- Counted by cost, a group's run ends where the costs of its jobs before a job use up
             -- the rest of its quantum (its first job is always in it); the jobs locked past
             -- that stay locked, unoffered, until the claim ends. Counted by jobs, every job
@@ -175,6 +211,63 @@ begin
                                as f (group_key, served, plan, created_at, id, quantum, cost,
                                      place)) f
                  where f.before < f.quantum - f.served % f.quantum;
+            end if;
+            -- A capped tenant's groups: the same jobs read without a lock (cut to each group's
+            -- run when counted by cost), the first of them in the order's order (level, its
+            -- run's first job, the job) as many as the tenant's room, and only those locked; the
+            -- room left for the passes after this one.
+            if cardinality(capped_groups) > 0 then
+                select array_agg(row(c.group_key, c.served, c.plan, c.created_at, c.id,
+                                     c.quantum, c.cost)::fairqueue.ranked_job)
+                  into capped_jobs
+                  from (select c.*
+                  from (select c.*,
+                               row_number() over (partition by c.tenant_key
+                                                  order by c.served / c.quantum,
+                                                           c.run_created_at, c.run_id,
+                                                           c.created_at, c.id) as nth
+                          from (select f.group_key, k.served, k.plan, f.created_at, f.id,
+                                       k.quantum, f.cost, fairqueue.group_tenant_key(k.group_key)
+                                                      as tenant_key,
+                                       first_value(f.created_at) over run as run_created_at,
+                                       first_value(f.id) over run as run_id,
+                                       sum(f.cost) over run - f.cost as before
+                                  from unnest(heads) as k
+                                  cross join lateral (
+                                      select j.group_key, j.id, j.created_at,
+                                             case when p_by_cost then j.cost else 1 end as cost
+                                        from fairqueue.jobs j
+                                       where j.type = p_type and j.status = 'pending'
+                                         and j.group_key = k.group_key and j.run_after <= now()
+                                         and (j.created_at, j.id)
+                                             >= (coalesce(k.created_at, '-infinity'),
+                                                 coalesce(k.id,
+                                                          '00000000-0000-0000-0000-000000000000'))
+                                         and not exists (select 1 from fairqueue.groups g
+                                                          where g.key = k.group_key
+                                                            and g.status = 'paused')
+                                       order by j.type, j.group_key, j.created_at, j.id
+                                       limit k.quantum - k.served % k.quantum) f
+                                 where k.group_key = any(capped_groups)
+                                window run as (partition by f.group_key
+                                               order by f.created_at, f.id)) c
+                         where c.before < c.quantum - c.served % c.quantum) c
+                          join unnest(room_keys, rooms) as r (tenant_key, room)
+                            on r.tenant_key = c.tenant_key
+                         where c.nth <= r.room
+                        -- Kept apart, so that only the jobs within the room are locked.
+                        offset 0) c
+                 where exists (select 1 from fairqueue.jobs j
+                                where j.id = c.id and j.status = 'pending'
+                                  and j.run_after <= now()
+                                  for update of j skip locked);
+                found_jobs := coalesce(found_jobs, '{}') || coalesce(capped_jobs, '{}');
+                select coalesce(array_agg(greatest(0, r.room - (
+                                    select count(*) from unnest(capped_jobs) c
+                                     where fairqueue.group_tenant_key(c.group_key)
+                                           = r.tenant_key)) order by r.i), '{}')
+                  into rooms
+                  from unnest(room_keys, rooms) with ordinality as r (tenant_key, room, i);
             end if;
             taken := taken || coalesce(found_jobs, '{}');
             if cardinality(heads) > 0 then
@@ -214,7 +307,7 @@ begin
 end $$;
 
 alter function fairqueue.claim_firsts(text, integer, text[], integer[], integer, boolean,
-    boolean) owner to fairqueue_owner;
+    integer[], integer, boolean) owner to fairqueue_owner;
 revoke all on function fairqueue.claim_firsts(text, integer, text[], integer[], integer, boolean,
-    boolean) from public, fairqueue_app;
+    integer[], integer, boolean) from public, fairqueue_app;
 

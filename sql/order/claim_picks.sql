@@ -71,6 +71,12 @@ revoke all on function fairqueue.fill_levels(text[], bigint[], bigint[], integer
 -- A group also offers at least a share of twice the batch when fewer groups' quanta than the
 -- batch offer first jobs, so that a claimer that overlaps another in the same groups finds
 -- spares.
+--
+-- A capped tenant (sql/order/caps.sql) has its room in p_rooms beside its key in p_room_keys:
+-- of its jobs on offer only the first that many in the order's order are picked, and its other
+-- groups' next jobs stand past them. Its first jobs are not counted as standing ahead of others
+-- in the bounds (they may not be picked), and its groups do not set the water level. A group cut
+-- short whose next job stands after its tenant's last job within its room could not be picked.
 create or replace function fairqueue.claim_picks(
     p_type text,
     p_batch integer,
@@ -79,6 +85,8 @@ create or replace function fairqueue.claim_picks(
     p_default_priority integer,
     p_firsts fairqueue.ranked_job[],
     p_tight boolean,
+    p_room_keys text[],
+    p_rooms integer[],
     p_by_cost boolean
 ) returns table (ids uuid[], verified boolean)
 language plpgsql set search_path = pg_catalog, pg_temp set jit = off
@@ -113,7 +121,9 @@ begin
         select l.priority, l.level,
                (sum(l.heads) over (order by l.priority desc, l.level))::bigint as heads_up_to,
                lead(l.level) over (partition by l.priority order by l.level) as next_level
-          from (select g.priority, g.level, count(*) as heads
+          from (select g.priority, g.level,
+                       count(*) filter (where fairqueue.group_tenant_key(g.group_key)
+                                              <> all(p_room_keys)) as heads
                   from groups g
                  group by 1, 2) l
     ),
@@ -151,7 +161,8 @@ begin
           from (select array_agg(''::text) as keys, array_agg(p_batch::bigint) as batches,
                        array_agg(r.served) as served, array_agg(r.quantum) as quanta
                   from reach r, share
-                 where r.priority = share.top) a
+                 where r.priority = share.top
+                   and fairqueue.group_tenant_key(r.group_key) <> all(p_room_keys)) a
           cross join lateral fairqueue.fill_levels(a.keys, a.batches, a.served, a.quanta) f
     ),
     -- How many jobs each group offers in all: most is all it could take, take is what it offers
@@ -219,12 +230,39 @@ begin
            and j.run_after <= now() and j.attempts < j.max_attempts
            and (g.status is null or g.status = 'active')
     ),
+    -- The jobs on offer within their tenants' rooms: a capped tenant's first ones in the
+    -- order's order, as many as its room. Jobs whose lease expired count as running already.
+    within_caps as (
+        select o.*
+          from (select o.*, r.tenant_key, r.room,
+                       row_number() over (partition by r.tenant_key
+                                          order by o.level, o.run_created_at, o.run_id,
+                                                   o.created_at, o.id) as nth
+                  from offered o
+                  left join unnest(p_room_keys, p_rooms) as r (tenant_key, room)
+                         on o.group_key is not null
+                        and r.tenant_key = fairqueue.group_tenant_key(o.group_key)) o
+         where o.room is null or o.nth <= o.room
+    ),
+    -- The capped tenants whose room is full, with their last job within it: a job of theirs
+    -- that stands after it is not picked. A tenant with no room has no last job, and stands
+    -- before every job.
+    tenants_full as (
+        select w.tenant_key, w.level, w.run_created_at, w.run_id, w.created_at, w.id
+          from within_caps w
+         where w.nth = w.room
+        union all
+        select r.tenant_key, -1, '-infinity', '00000000-0000-0000-0000-000000000000',
+               '-infinity', '00000000-0000-0000-0000-000000000000'
+          from unnest(p_room_keys, p_rooms) as r (tenant_key, room)
+         where r.room = 0
+    ),
     -- Locked in the order's order, passing over what another claimer holds, until the batch is
     -- full: nothing is locked that this claim does not take, beyond the first jobs, which are
     -- locked already.
     picked as (
         select o.id, o.priority, o.level, o.run_created_at, o.run_id, o.created_at
-          from (select o.* from offered o
+          from (select o.* from within_caps o
                  order by o.priority desc, o.level, o.run_created_at, o.run_id, o.created_at,
                           o.id) o
           left join lateral (
@@ -254,7 +292,7 @@ begin
     -- job on offer, within that job's run when it is of the same level (its run's first job,
     -- then its own time) and otherwise as the first of a run that starts after it.
     cut_short as (
-        select a.priority, n.next_level,
+        select a.priority, n.next_level, fairqueue.group_tenant_key(a.group_key) as tenant_key,
                case when n.in_run then o.run_created_at else o.last_created_at end
                    as after_run_created_at,
                case when n.in_run then o.run_id else o.last_id end as after_run_id,
@@ -295,10 +333,20 @@ begin
                                         and (c.after_run_created_at, c.after_run_id,
                                              c.after_created_at, c.after_id)
                                             >= (l.run_created_at, l.run_id, l.created_at,
-                                                l.id))))));
+                                                l.id)))))
+                  and not exists (
+                      select 1
+                        from tenants_full t
+                       where t.tenant_key = c.tenant_key
+                         and (c.next_level > t.level
+                              or (c.next_level = t.level
+                                  and (c.after_run_created_at, c.after_run_id,
+                                       c.after_created_at, c.after_id)
+                                      >= (t.run_created_at, t.run_id, t.created_at,
+                                          t.id)))));
 end $$;
 
 alter function fairqueue.claim_picks(text, integer, text[], integer[], integer,
-    fairqueue.ranked_job[], boolean, boolean) owner to fairqueue_owner;
+    fairqueue.ranked_job[], boolean, text[], integer[], boolean) owner to fairqueue_owner;
 revoke all on function fairqueue.claim_picks(text, integer, text[], integer[], integer,
-    fairqueue.ranked_job[], boolean, boolean) from public, fairqueue_app;
+    fairqueue.ranked_job[], boolean, text[], integer[], boolean) from public, fairqueue_app;

@@ -61,6 +61,7 @@ def test_smoke_run_has_every_section_with_positive_numbers(admin_dsn: str, tmp_p
         "### Schedules",
         "### Weighted shares",
         "### Fairness by cost",
+        "### Caps per tenant",
         "### Dashboard pages",
     ):
         assert heading in stdout
@@ -92,6 +93,7 @@ def test_smoke_run_has_every_section_with_positive_numbers(admin_dsn: str, tmp_p
     check_schedules(results["schedules"], sizes)
     check_shares(results["shares"], sizes)
     check_cost(results["cost"], sizes)
+    check_caps(results["caps"], sizes)
     check_dashboard(results["dashboard"])
 
 
@@ -250,10 +252,15 @@ def check_claim_scale(cases: list[dict[str, Any]], sizes: dict[str, Any]) -> Non
 
 
 def check_claim_options(found: dict[str, Any], sizes: dict[str, Any]) -> None:
-    # Each option at the fewest and the most groups, every claim a full batch (claim_scale's
-    # timed_claim checks each), and each option's growth between them.
+    # Each option at the fewest and the most groups, every claim a full batch but under caps
+    # (claim_scale's timed_claim checks each), and each option's growth between them.
     groups = [min(sizes["scale_groups"]), max(sizes["scale_groups"])]
-    options = ["quantum 4", "shares, weights 1:2:3", "fair_by cost, costs 1-100"]
+    options = [
+        "quantum 4",
+        "shares, weights 1:2:3",
+        "fair_by cost, costs 1-100",
+        "caps 2/5/none",
+    ]
     assert [(c["groups"], c["option"]) for c in found["cases"]] == [
         (g, o) for g in groups for o in options
     ]
@@ -376,6 +383,17 @@ def check_cost(found: dict[str, Any], sizes: dict[str, Any]) -> None:
         assert run["jobs"] > sizes["cost_cheap_jobs"]
         assert run["windows"] > 0
     assert found["figures"]["ratio_error"] < 0.5
+
+
+def check_caps(found: dict[str, Any], sizes: dict[str, Any]) -> None:
+    # With the cap and without, every other tenant's job done; with it the capped tenant never
+    # ran more than its cap.
+    assert sorted(str(r["cap"]) for r in found["runs"]) == ["4", "None"]
+    for run in found["runs"]:
+        assert run["others"] == sizes["caps_jobs"]
+        assert run["seconds"] > 0
+    assert 0 < found["figures"]["most_running"] <= 4
+    assert found["figures"]["others_ratio"] > 0
 
 
 def check_admission(found: dict[str, Any], sizes: dict[str, Any]) -> None:

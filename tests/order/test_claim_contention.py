@@ -55,7 +55,7 @@ def test_a_claim_whose_candidates_are_held_takes_the_next_ones(
         )
         held = holder.execute(
             "select id from fairqueue.claim(%s, 200, 600, 'holder', null, array[]::text[],"
-            " array[]::integer[], 1, array[]::integer[], %s)",
+            " array[]::integer[], 1, array[]::integer[], %s, array[]::integer[], 0)",
             (stage.name, quantum),
         ).fetchall()
         claimed = claim_batch(claimer, stage.name, batch=BATCH, lease_s=600, locked_by="claimer")

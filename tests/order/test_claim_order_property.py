@@ -20,7 +20,15 @@ from fairqueue.db import Connection
 from fairqueue.pipeline.claim import claim_batch
 from fairqueue.plans import ORDERS, Order, Plans
 from fairqueue.stage import FairBy
-from support.order_workloads import Workload, history_served, next_picks, workloads
+from support.order_workloads import (
+    Workload,
+    assert_within_caps,
+    finish_running,
+    next_picks,
+    running_before,
+    served_before,
+    workloads,
+)
 from support.order_workloads import load as load_workload
 
 Stage("ordered", handler=lambda _job: None)
@@ -35,6 +43,8 @@ def _reset(conn: Connection) -> None:
 
 
 WEIGHTS = st.sampled_from([0.25, 0.5, 1, 1.5, 2, 3])
+# A plan's cap of running jobs per tenant: mostly none, else small enough to bind.
+CAPS = st.one_of(st.none(), st.none(), st.integers(min_value=1, max_value=4))
 
 
 @settings(
@@ -48,6 +58,8 @@ WEIGHTS = st.sampled_from([0.25, 0.5, 1, 1.5, 2, 3])
     order=st.sampled_from(ORDERS),
     weights=st.tuples(WEIGHTS, WEIGHTS, WEIGHTS),
     fair_by=st.sampled_from(["jobs", "cost"]),
+    caps=st.tuples(CAPS, CAPS, CAPS),
+    finished=st.lists(st.booleans(), min_size=6, max_size=6),
 )
 def test_every_batch_is_the_next_picks_of_the_plain_model(
     conn: Connection,
@@ -56,21 +68,35 @@ def test_every_batch_is_the_next_picks_of_the_plain_model(
     order: Order,
     weights: tuple[float, float, float],
     fair_by: FairBy,
+    caps: tuple[int | None, int | None, int | None],
+    finished: list[bool],
 ) -> None:
     # One type whose quanta change from example to example (the stage's quantum, its order, the
     # plans' weights): each change restamps the type's standings (the claim door's
     # quanta_stamped), which the batches then rank by.
     plans = Plans(
-        tuple(replace(plan, weight=w) for plan, w in zip(PLANS.plans, weights, strict=True))
+        tuple(
+            replace(plan, weight=w, max_running=c)
+            for plan, w, c in zip(PLANS.plans, weights, caps, strict=True)
+        )
     )
     _reset(conn)
     due = load_workload(conn, "ordered", load)
     # The history's rows count their costs whatever the stage counts by: a type's served counts
     # are the units its jobs were counted as when claimed, however they were claimed.
-    served = history_served(load)
-    for batch in load.batches:
+    served = served_before(load)
+    running = running_before(load)
+    for batch, finish in zip(load.batches, finished, strict=False):
         expected = next_picks(
-            load, due, served, quantum, batch, plans=plans, order=order, fair_by=fair_by
+            load,
+            due,
+            served,
+            quantum,
+            batch,
+            plans=plans,
+            order=order,
+            fair_by=fair_by,
+            running=running,
         )
         claimed = claim_batch(
             conn,
@@ -84,3 +110,7 @@ def test_every_batch_is_the_next_picks_of_the_plain_model(
             fair_by=fair_by,
         )
         assert sorted(str(c.id) for c in claimed) == sorted(str(i) for i in expected)
+        assert_within_caps(conn, "ordered", load, plans)
+        if finish:
+            finish_running(conn, "ordered")
+            running.clear()

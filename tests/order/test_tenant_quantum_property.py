@@ -20,7 +20,15 @@ from fairqueue.db import Connection
 from fairqueue.pipeline.claim import claim_batch
 from fairqueue.plans import ORDERS, Order
 from fairqueue.stage import FairBy
-from support.order_workloads import Workload, history_served, next_tenant_picks, workloads
+from support.order_workloads import (
+    Workload,
+    assert_within_caps,
+    finish_running,
+    next_tenant_picks,
+    running_before,
+    served_before,
+    workloads,
+)
 from support.order_workloads import load as load_workload
 
 Stage("tenant_quanta", handler=lambda _job: None, fair_share="tenant")
@@ -29,6 +37,8 @@ TENANTS = ["t1", "t2", "t3", "t4", None]
 GROUPS = ["inbox", "archive", "news", "mail", "a", "b", None]
 BY_TENANT = workloads(TENANTS, GROUPS, costs=True)
 WEIGHTS = st.sampled_from([0.25, 0.5, 1, 1.5, 2, 3])
+# A plan's cap of running jobs per tenant: mostly none, else small enough to bind.
+CAPS = st.one_of(st.none(), st.none(), st.integers(min_value=1, max_value=4))
 
 
 def _reset(conn: Connection, quantum: int) -> None:
@@ -53,6 +63,8 @@ def _reset(conn: Connection, quantum: int) -> None:
     order=st.sampled_from(ORDERS),
     weights=st.tuples(WEIGHTS, WEIGHTS, WEIGHTS),
     fair_by=st.sampled_from(["jobs", "cost"]),
+    caps=st.tuples(CAPS, CAPS, CAPS),
+    finished=st.lists(st.booleans(), min_size=6, max_size=6),
 )
 def test_every_batch_is_the_next_picks_of_the_plain_model(
     conn: Connection,
@@ -61,19 +73,25 @@ def test_every_batch_is_the_next_picks_of_the_plain_model(
     order: Order,
     weights: tuple[float, float, float],
     fair_by: FairBy,
+    caps: tuple[int | None, int | None, int | None],
+    finished: list[bool],
 ) -> None:
     # Under shares each tenant's quantum is the stage's times its plan's weight: the weights
     # change from example to example, so the tenant standings are restamped by plan too.
     plans = Plans(
-        tuple(replace(plan, weight=w) for plan, w in zip(PLANS.plans, weights, strict=True))
+        tuple(
+            replace(plan, weight=w, max_running=c)
+            for plan, w, c in zip(PLANS.plans, weights, caps, strict=True)
+        )
     )
     _reset(conn, quantum)
     due = load_workload(conn, "tenant_quanta", load)
-    group_served = history_served(load)
+    group_served = served_before(load)
     tenant_served: Counter[str | None] = Counter()
     for (tenant, _), units in group_served.items():
         tenant_served[tenant] += units
-    for batch in load.batches:
+    running = running_before(load)
+    for batch, finish in zip(load.batches, finished, strict=False):
         expected = next_tenant_picks(
             load,
             due,
@@ -84,6 +102,7 @@ def test_every_batch_is_the_next_picks_of_the_plain_model(
             plans=plans,
             order=order,
             fair_by=fair_by,
+            running=running,
         )
         claimed = claim_batch(
             conn,
@@ -97,6 +116,10 @@ def test_every_batch_is_the_next_picks_of_the_plain_model(
             fair_by=fair_by,
         )
         assert sorted(str(c.id) for c in claimed) == sorted(str(i) for i in expected)
+        assert_within_caps(conn, "tenant_quanta", load, plans)
+        if finish:
+            finish_running(conn, "tenant_quanta")
+            running.clear()
 
 
 def test_the_guides_batch_at_quantum_3(conn: Connection) -> None:

@@ -81,9 +81,9 @@ READS = (Path(__file__).parents[2] / "bench" / "claim_reads.sql").read_text(enco
 PLAN_TERMS = "%(plan_names)s, %(plan_priorities)s, %(default_priority)s"
 CLAIMS = {
     "group": "select * from fairqueue.claim(%(type)s, %(batch)s, 60, 'plan', null,"
-    f" {PLAN_TERMS}, %(plan_quanta)s, %(default_quantum)s)",
+    f" {PLAN_TERMS}, %(plan_quanta)s, %(default_quantum)s, %(plan_caps)s, %(default_cap)s)",
     "tenant": "select * from fairqueue.claim_by_tenant(%(type)s, %(batch)s, 60, 'plan', null,"
-    f" {PLAN_TERMS}, %(plan_quanta)s, %(default_quantum)s)",
+    f" {PLAN_TERMS}, %(plan_quanta)s, %(default_quantum)s, %(plan_caps)s, %(default_cap)s)",
 }
 
 
@@ -216,7 +216,7 @@ def test_a_groups_first_job_is_read_from_its_head_on_not_past_its_claimed_jobs(c
         before = conn.execute(pages).fetchone()
         (first,) = conn.execute(
             "select array(select f.id from unnest(fairqueue.claim_firsts('planned', 1, %s, %s, %s,"
-            " true, false)) f) as first_ids",
+            " true, '{}', 0, false)) f) as first_ids",
             (params["plan_names"], params["plan_priorities"], params["default_priority"]),
         ).fetchall()
         after = conn.execute(pages).fetchone()

@@ -66,21 +66,50 @@ def test_the_served_triggers_still_count_for_the_application_role(
 PLANS = "array['free']::text[], array[0]::integer[], 0"
 # Each plan's quantum beside its name, then the default quantum: valid unless a call says not.
 QUANTA = "array[1]::integer[], 1"
+# Each plan's cap beside its name, then the default cap (0: none): valid unless a call says not.
+CAPS = "array[0]::integer[], 0"
 HOSTILE_CALLS = [
-    f"select * from fairqueue.claim('served_kind', 1000000, 10, 'me', null, {PLANS}, {QUANTA})",
-    f"select * from fairqueue.claim('served_kind', 10, 1e9, 'me', null, {PLANS}, {QUANTA})",
-    f"select * from fairqueue.claim('served_kind', 0, 60, 'me', null, {PLANS}, {QUANTA})",
-    f"select * from fairqueue.claim('served_kind', 10, 60, 'me', null, {PLANS}, array[1], 0)",
-    f"select * from fairqueue.claim('served_kind', 10, 60, 'me', null, {PLANS}, array[1], 1001)",
-    f"select * from fairqueue.claim('served_kind', 10, 60, 'me', null, {PLANS}, array[0], 1)",
-    f"select * from fairqueue.claim('served_kind', 10, 60, 'me', null, {PLANS}, array[1001], 1)",
-    f"select * from fairqueue.claim('served_kind', 10, 60, 'me', null, {PLANS}, array[1, 2], 1)",
-    f"select * from fairqueue.claim('served_kind', 10, 60, 'me', null, {PLANS}, null, 1)",
+    # Caps per tenant: one cap for each plan name, each from 0 (none) to 1,000,000.
+    f"select * from fairqueue.claim('served_kind', 10, 60, 'me', null, {PLANS}, {QUANTA},"
+    " array[1, 2], 0)",
+    f"select * from fairqueue.claim('served_kind', 10, 60, 'me', null, {PLANS}, {QUANTA},"
+    " array[-1], 0)",
+    f"select * from fairqueue.claim('served_kind', 10, 60, 'me', null, {PLANS}, {QUANTA}, null, 0)",
+    f"select * from fairqueue.claim('served_kind', 10, 60, 'me', null, {PLANS}, {QUANTA},"
+    " array[0], -1)",
+    f"select * from fairqueue.claim('served_kind', 10, 60, 'me', null, {PLANS}, {QUANTA},"
+    " array[1000001], 0)",
+    f"select * from fairqueue.claim_by_tenant('served_kind', 10, 60, 'me', null, {PLANS},"
+    f" {QUANTA}, array[-2], 0)",
+    f"select * from fairqueue.claim_by_tenant('served_kind', 10, 60, 'me', null, {PLANS},"
+    f" {QUANTA}, array[0], 1000001)",
+    "select * from fairqueue.jobs_claim_by_ids(array[gen_random_uuid()], array['b'],"
+    " array['served_kind'], array[60.0]::float8[], 'me', null, array['free'], array[1, 1], 0)",
+    "select * from fairqueue.jobs_claim_by_ids(array[gen_random_uuid()], array['b'],"
+    " array['served_kind'], array[60.0]::float8[], 'me', null, array['free'], array[-1], 0)",
+    "select fairqueue.tenant_rooms(array['served_kind'], array['b'], array['free'],"
+    " array['free'], array[1], 0, false)",
+    f"select * from fairqueue.claim('served_kind', 1000000, 10, 'me', null, {PLANS}, {QUANTA},"
+    f" {CAPS})",
+    f"select * from fairqueue.claim('served_kind', 10, 1e9, 'me', null, {PLANS}, {QUANTA}, {CAPS})",
+    f"select * from fairqueue.claim('served_kind', 0, 60, 'me', null, {PLANS}, {QUANTA}, {CAPS})",
+    f"select * from fairqueue.claim('served_kind', 10, 60, 'me', null, {PLANS}, array[1], 0,"
+    f" {CAPS})",
+    f"select * from fairqueue.claim('served_kind', 10, 60, 'me', null, {PLANS}, array[1], 1001,"
+    f" {CAPS})",
+    f"select * from fairqueue.claim('served_kind', 10, 60, 'me', null, {PLANS}, array[0], 1,"
+    f" {CAPS})",
+    f"select * from fairqueue.claim('served_kind', 10, 60, 'me', null, {PLANS}, array[1001], 1,"
+    f" {CAPS})",
+    f"select * from fairqueue.claim('served_kind', 10, 60, 'me', null, {PLANS}, array[1, 2], 1,"
+    f" {CAPS})",
+    f"select * from fairqueue.claim('served_kind', 10, 60, 'me', null, {PLANS}, null, 1, {CAPS})",
     "select * from fairqueue.claim('served_kind', 10, 60, 'me', null, array['free', 'free'],"
-    " array[0, 0], 0, array[1, 2], 1)",
-    f"select * from fairqueue.claim('served_kind', 10, 60, '', null, {PLANS}, {QUANTA})",
+    f" array[0, 0], 0, array[1, 2], 1, {CAPS})",
+    f"select * from fairqueue.claim('served_kind', 10, 60, '', null, {PLANS}, {QUANTA}, {CAPS})",
     "select fairqueue.quanta_stamped('served_kind', array['free'], array[2000], 1)",
-    f"select * from fairqueue.claim('served_kind', 10, 60, 'me', null, {PLANS}, {QUANTA}, null)",
+    f"select * from fairqueue.claim('served_kind', 10, 60, 'me', null, {PLANS}, {QUANTA},"
+    f" {CAPS}, null)",
     "select * from fairqueue.enqueue_job('served_kind', 't', '{}', null, null, 3, null, 0, 0)",
     "select * from fairqueue.enqueue_job('served_kind', 't', '{}', null, null, 3, null, 0,"
     " 1000000001)",
@@ -91,22 +120,25 @@ HOSTILE_CALLS = [
     "select fairqueue.settle_spent(array['t'], array[gen_random_uuid()], array[0]::bigint[], 'me')",
     "select fairqueue.settle_spent(array['t'], array[gen_random_uuid()], null, 'me')",
     f"select * from fairqueue.claim_by_tenant('served_kind', 1000000, 10, 'me', null, {PLANS},"
-    f" {QUANTA})",
+    f" {QUANTA}, {CAPS})",
     f"select * from fairqueue.claim_by_tenant('served_kind', 10, 1e9, 'me', null, {PLANS},"
-    f" {QUANTA})",
-    f"select * from fairqueue.claim_by_tenant('served_kind', 10, 60, '', null, {PLANS}, {QUANTA})",
+    f" {QUANTA}, {CAPS})",
+    f"select * from fairqueue.claim_by_tenant('served_kind', 10, 60, '', null, {PLANS}, {QUANTA},"
+    f" {CAPS})",
     "select * from fairqueue.claim_by_tenant('served_kind', 10, 60, 'me', null, "
-    f"{PLANS}, array[1], 0)",
+    f"{PLANS}, array[1], 0, {CAPS})",
     "select * from fairqueue.claim_by_tenant('served_kind', 10, 60, 'me', null, "
-    f"{PLANS}, array[1], 1001)",
+    f"{PLANS}, array[1], 1001, {CAPS})",
     "select * from fairqueue.claim_by_tenant('served_kind', 10, 60, 'me', null, "
-    f"{PLANS}, array[0], 1)",
+    f"{PLANS}, array[0], 1, {CAPS})",
     "select * from fairqueue.claim_by_tenant('served_kind', 10, 60, 'me', null, "
-    f"{PLANS}, array[1, 2], 1)",
+    f"{PLANS}, array[1, 2], 1, {CAPS})",
     "select * from fairqueue.claim_by_tenant_unchecked('served_kind', 10, 60, 'me', null, "
     + PLANS
     + ", "
     + QUANTA
+    + ", "
+    + CAPS
     + ", false)",
     "select * from fairqueue.keep_partitions(interval '1 hour', 7, interval '1 s')",
     "select * from fairqueue.keep_partitions(interval '7 days', 0, interval '1 s')",
@@ -126,6 +158,8 @@ HOSTILE_CALLS = [
     "select fairqueue.close_abandoned_runs(interval '8 days')",
     "select * from fairqueue.claim_unchecked('served_kind', 10, 60, 'me', null, "
     + PLANS
+    + ", "
+    + CAPS
     + ", false)",
     "select * from fairqueue.find_jobs(null, null, null, null, null, 0)",
     "select * from fairqueue.find_jobs(null, null, null, null, null, 10001)",
@@ -218,7 +252,7 @@ def test_a_door_within_bounds_answers(dsn: str, conn: Connection) -> None:
     with connect(dsn, autocommit=True) as app:
         claimed = app.execute(
             f"select * from fairqueue.claim('served_kind', 1000, 86400, 'me', null, {PLANS},"
-            " array[1000], 1000)"
+            " array[1000], 1000, array[1000000], 1000000)"
         ).fetchall()
         assert [row["tenant_id"] for row in claimed] == ["a"]
         kept = app.execute(

@@ -31,12 +31,16 @@ class GroupKeyed:
 
 @dataclass(frozen=True)
 class ServedGroup(GroupKeyed):
-    """A group's jobs of a type served in the last day; ``waiting``: it has due work now."""
+    """A group's jobs of a type served in the last day; ``waiting``: it has due work now. A
+    least served group also carries its tenant's plan ('' for none) and how many of its
+    tenant's jobs of the type run now (0 for the most served)."""
 
     type: str
     group_key: str
     served: int
     waiting: bool
+    plan: str = ""
+    running: int = 0
 
 
 # A key as fairqueue.group_key spells it (sql/functions/group_key.sql): the tenant with \ and /
@@ -72,7 +76,12 @@ def overview(conn: Connection, *, runs: int = 8, groups: int = 5) -> Overview:
 
     def group(row: dict[str, object]) -> ServedGroup:
         return ServedGroup(
-            str(row["type"]), str(row["group_key"]), int(str(row["served"])), bool(row["waiting"])
+            str(row["type"]),
+            str(row["group_key"]),
+            int(str(row["served"])),
+            bool(row["waiting"]),
+            str(row["plan"]),
+            int(str(row["running"])),
         )
 
     return Overview(

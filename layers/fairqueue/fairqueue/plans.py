@@ -20,17 +20,23 @@ ORDERS: tuple[Order, ...] = ("priority", "shares")
 MAX_PLANS = 100
 """The most plans a ``Plans`` may hold (the claim's door refuses more)."""
 
+MAX_RUNNING = 1_000_000
+"""The largest cap a plan may set (the claim's door refuses more)."""
+
 
 @dataclass(frozen=True)
 class Plan:
-    """A plan: its priority (under ``order="priority"``), its daily quota units, and its weight
-    (under ``order="shares"``: service in proportion to it while every plan has work)."""
+    """A plan: its priority (under ``order="priority"``), its daily quota units, its weight
+    (under ``order="shares"``: service in proportion to it while every plan has work), and its
+    cap: at most ``max_running`` jobs of one type running at once for each of its tenants
+    (None: no cap)."""
 
     name: str
     priority: int
     daily_units: int | None
     description: str
     weight: float = 1
+    max_running: int | None = None
 
     def __post_init__(self) -> None:
         weight = self.weight
@@ -38,6 +44,13 @@ class Plan:
         if not (number and math.isfinite(weight) and weight > 0):
             raise ConfigurationError(
                 f"plan {self.name!r}: weight must be a positive number, got {weight!r}"
+            )
+        cap = self.max_running
+        whole = not isinstance(cap, bool) and isinstance(cap, int)
+        if cap is not None and not (whole and 1 <= cap <= MAX_RUNNING):
+            raise ConfigurationError(
+                f"plan {self.name!r}: max_running must be a whole number from 1 to"
+                f" {MAX_RUNNING} or None, got {cap!r}"
             )
 
     def quantum(self, quantum: int) -> int:
@@ -70,9 +83,16 @@ class Plans:
         ranked = sorted(self.plans, key=lambda p: p.priority)
         return ranked[(len(ranked) - 1) // 2]
 
+    def cap_of(self, plan: str | None) -> int | None:
+        """The cap of running jobs per tenant of a tenant on ``plan``: that plan's, or the
+        middle plan's for a plan these do not name (or none), as the claim reads it."""
+        named = [p for p in self.plans if p.name == plan]
+        return (named[0] if named else self.middle).max_running
+
     def claim_params(self, order: Order = "priority", quantum: int = 1) -> dict[str, object]:
-        """The claim's plan terms, as parameters: each plan's priority and quantum beside its
-        name, and those of a group with no tenant or an unknown plan (the middle plan's).
+        """The claim's plan terms, as parameters: each plan's priority, quantum and cap (0 for
+        none) beside its name, and those of a group with no tenant or an unknown plan (the
+        middle plan's; jobs with no tenant have no cap whatever the default).
 
         Under ``order="priority"`` every plan takes the stage's quantum; under ``"shares"``
         every plan takes one priority and a quantum of ``quantum`` x its weight. A plan whose
@@ -97,18 +117,31 @@ class Plans:
             "default_priority": default_priority,
             "plan_quanta": quanta,
             "default_quantum": default_quantum,
+            **self.cap_params(),
+        }
+
+    def cap_params(self) -> dict[str, object]:
+        """Each plan's cap of running jobs per tenant beside its name (0 for none), and the cap
+        of a tenant whose plan is not named (the middle plan's): what the claims and the
+        doorbell's claim are handed."""
+        return {
+            "plan_caps": [p.max_running or 0 for p in self.plans],
+            "default_cap": self.middle.max_running or 0,
         }
 
     def table(self) -> str:
         """The plans as a table for people, highest priority first."""
-        rows = [("plan", "priority", "weight", "daily units", "description")]
+        rows = [("plan", "priority", "weight", "max running", "daily units", "description")]
         for plan in sorted(self.plans, key=lambda p: -p.priority):
             units = "unlimited" if plan.daily_units is None else str(plan.daily_units)
             weight = f"{plan.weight:g}"
-            rows.append((plan.name, str(plan.priority), weight, units, plan.description))
+            cap = "-" if plan.max_running is None else str(plan.max_running)
+            rows.append((plan.name, str(plan.priority), weight, cap, units, plan.description))
         middle = self.middle
         weight = f"{middle.weight:g}"
-        rows.append(("(no tenant)", str(middle.priority), weight, "-", f"ranks as {middle.name}"))
+        rows.append(
+            ("(no tenant)", str(middle.priority), weight, "-", "-", f"ranks as {middle.name}")
+        )
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
         lines = [
             "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows

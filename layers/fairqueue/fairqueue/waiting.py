@@ -11,7 +11,7 @@ from uuid import UUID
 from .db import Connection
 from .errors import UnknownQuota
 from .job_info import JobInfo, find_jobs
-from .plans import PLANS, Order
+from .plans import PLANS, Order, Plans
 from .queries import query
 from .quotas import read_quota
 from .stage import Stage, known_stage
@@ -44,9 +44,11 @@ class Waiting:
     level: Literal["group", "tenant"] = "group"
 
 
-def why_waiting(conn: Connection, job: JobInfo, stage: Stage | None) -> Waiting:
+def why_waiting(
+    conn: Connection, job: JobInfo, stage: Stage | None, plans: Plans = PLANS
+) -> Waiting:
     """Why ``job`` has not run. ``stage`` is its stage in the caller's stage list, or None when
-    the caller has none for its type."""
+    the caller has none for its type; ``plans`` the plans its tenant's cap is read from."""
     if job.status not in ("queued", "pending"):
         return Waiting([])
     reasons: list[str] = []
@@ -60,6 +62,8 @@ def why_waiting(conn: Connection, job: JobInfo, stage: Stage | None) -> Waiting:
         ).fetchone()
         if paused is not None and paused["paused"]:
             reasons.append(f"its group {job.group_id or '(default)'!r} is paused")
+        if job.tenant_id is not None:
+            reasons.extend(_cap_reason(conn, job, plans))
         older = _one_count(conn, "group_ahead", job)
     if stage is None:
         reasons.append(f"no stage in the stage list handles type {job.type!r}: nothing claims it")
@@ -166,6 +170,18 @@ def _lane_reason(conn: Connection, job: JobInfo) -> str:
     assert row is not None
     holder = f"; job {row['holder']} holds it" if row["holder"] is not None else ""
     return f"it waits in lane {job.lane!r} behind {row['ahead']} job(s){holder}"
+
+
+def _cap_reason(conn: Connection, job: JobInfo, plans: Plans) -> list[str]:
+    """Its tenant at its plan's cap of running jobs of the type (a tenant with no plan, or one
+    ``plans`` does not name, takes the middle plan's cap, as the claim does)."""
+    row = conn.execute(query("tenant_running"), {"type": job.type, "tenant_id": job.tenant_id})
+    found = row.fetchone()
+    assert found is not None
+    cap = plans.cap_of(found["plan"])
+    if cap is None or found["running"] < cap:
+        return []
+    return [f"its tenant is at its plan's cap of {cap} running ({found['running']} of this type)"]
 
 
 def _quota_reason(conn: Connection, name: str) -> list[str]:

@@ -12,6 +12,7 @@ import psycopg
 from ..db import Connection
 from ..errors import ConfigurationError, DatabaseUnavailable
 from ..overview import Overview, ServedGroup, overview
+from ..plans import PLANS, Plans
 from .common import app_connection, visible
 
 if TYPE_CHECKING:
@@ -67,10 +68,11 @@ def _look(conn: Connection) -> Overview:
         raise DatabaseUnavailable(f"lost the database: {exc}") from None
 
 
-def render(view: Overview, height: int | None = None) -> RenderableType:
+def render(view: Overview, height: int | None = None, plans: Plans = PLANS) -> RenderableType:
     """The view, its fairness panels before the runs, so that a small terminal (80x24) that
     cannot hold everything loses the last runs, not the fair order; with ``height`` (the
-    terminal's lines) each panel keeps as many groups as leave both whole under the types.
+    terminal's lines) each panel keeps as many groups as leave both whole under the types. A
+    waiting group whose tenant is at its plan's cap of running jobs (``plans``) says so.
     Every label a client chose goes in as plain text (:func:`label`): never read as markup,
     its control characters shown."""
     from rich.console import Group
@@ -82,7 +84,7 @@ def render(view: Overview, height: int | None = None) -> RenderableType:
     return Group(
         _types(view),
         _groups("most served (day)", view.most_served[:shown]),
-        _groups("least served, work waiting", view.least_served[:shown]),
+        _groups("least served, work waiting", view.least_served[:shown], plans),
         _runs(view),
     )
 
@@ -145,7 +147,7 @@ NO_TENANT = "(no tenant)"
 DEFAULT_GROUP = "(default group)"
 
 
-def _groups(title: str, groups: list[ServedGroup]) -> RenderableType:
+def _groups(title: str, groups: list[ServedGroup], plans: Plans = PLANS) -> RenderableType:
     from rich import box
     from rich.table import Table
 
@@ -161,6 +163,12 @@ def _groups(title: str, groups: list[ServedGroup]) -> RenderableType:
         group = label(DEFAULT_GROUP if g.group_id is None else g.group_id)
         if not g.waiting:
             group.append(" (idle)", style="dim")
+        elif (
+            g.tenant_id is not None
+            and (cap := plans.cap_of(g.plan)) is not None
+            and g.running >= cap
+        ):
+            group.append(f" (at cap {cap})", style="yellow")
         table.add_row(
             label(g.type),
             label(NO_TENANT if g.tenant_id is None else g.tenant_id),

@@ -42,6 +42,8 @@ class Pipeline:
     def __init__(self, run: Run) -> None:
         self.run = run
         run.completions_trail = settings().completion_trails
+        # Whether a claim may pass a tenant over at its cap (Plan.max_running).
+        self.capped = any(plan.max_running is not None for plan in run.plans.plans)
 
     def loop(self) -> StopReason:
         """Passes until one gives a reason to stop; then the last batch's completion, which
@@ -55,7 +57,14 @@ class Pipeline:
                 reason: StopReason = "time_budget"
                 break
             try:
+                trailing = run.trailing.in_flight
                 found = self.one_pass()
+                if found == "no_work" and self.capped and trailing:
+                    # The claim passes over a tenant at its cap, and this run's last batch,
+                    # whose completion trailed the claim, may be what held it there: once that
+                    # completion is recorded, one more look.
+                    run.trailing.wait()
+                    found = self.one_pass()
             except psycopg.OperationalError as exc:
                 if not run.db.broken:
                     raise

@@ -83,6 +83,12 @@ class TrailingCompletion:
                 self._thread.start()
             self._changed.notify_all()
 
+    @property
+    def in_flight(self) -> bool:
+        """Whether a completion is waiting to be recorded or being recorded."""
+        with self._changed:
+            return self._pending is not None or self._busy
+
     def wait(self) -> None:
         """Until no completion is in flight; counts the one recorded (its ``settle``), or raises
         the error of one that failed."""

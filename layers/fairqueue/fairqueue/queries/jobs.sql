@@ -66,6 +66,14 @@ select status = 'paused' as paused
   from fairqueue.groups
  where key = %(group_key)s and tenant_id is not distinct from %(tenant_id)s;
 
+-- name: tenant_running
+-- Under the tenant's clamp: its plan (none when it has no row) and how many of its jobs of the
+-- type run now, which its plan's cap (Plan.max_running) is held against.
+select (select t.plan from fairqueue.tenants t where t.id = %(tenant_id)s) as plan,
+       (select count(*) from fairqueue.jobs j
+         where j.type = %(type)s and j.tenant_id = %(tenant_id)s and j.status = 'running')
+           as running;
+
 -- name: group_standing
 -- A door (sql/functions/job_info.sql): the group's place in its type's order, and the standings
 -- of the groups just ahead, own row first.
@@ -106,5 +114,6 @@ select id, lane, delta_of, status
 
 -- name: served_groups
 -- A door (sql/functions/overview.sql): the most served groups, then the least served with due
--- work waiting.
-select type, group_key, served, waiting, most from fairqueue.served_groups(%(limit)s);
+-- work waiting, each of those with its tenant's plan and running jobs of the type.
+select type, group_key, served, waiting, most, plan, running
+  from fairqueue.served_groups(%(limit)s);

@@ -29,6 +29,7 @@ from ..doorbells import Doorbell
 from ..errors import ConfigurationError, describe
 from ..pipeline import claim
 from ..pipeline.run import LambdaContextLike, Run, RunResult, budget_seconds, invocation
+from ..plans import PLANS, Plans
 from ..queries import query
 from ..stage import Stage
 
@@ -112,8 +113,10 @@ def doorbell_run(
     trigger: str = "doorbell",
     context: LambdaContextLike | None = None,
     margin_s: float = WORKER_MARGIN_S,
+    plans: Plans = PLANS,
 ) -> Iterator[DoorbellRun]:
-    """A worker invocation; its run row closes with ``no_work`` when the block ends.
+    """A worker invocation; its run row closes with ``no_work`` when the block ends. ``plans``
+    gives each tenant's cap of running jobs (``Plan.max_running``) the doorbells keep to.
 
     With a Lambda ``context``, no job starts unless it can finish ``margin_s`` before the
     function's deadline; a message refused for that fails and is delivered again.
@@ -121,7 +124,7 @@ def doorbell_run(
     deadline = float("inf")
     if context is not None:
         deadline = time.monotonic() + budget_seconds(float("inf"), context, margin_s)
-    with invocation(dsn, stages, trigger=trigger, conn=conn, deadline=deadline) as run:
+    with invocation(dsn, stages, trigger=trigger, conn=conn, deadline=deadline, plans=plans) as run:
         yield DoorbellRun(run)
 
 
@@ -130,8 +133,10 @@ def claim_doorbells(
 ) -> list[claim.ClaimedJob]:
     """The jobs of ``doorbells`` that one statement could claim for ``run``, of ``stages``' types:
     each only a pending, due job of the doorbell's tenant (sql/functions/doorbells.sql), so a
-    duplicate, late or foreign doorbell claims nothing. On an autocommit connection the statement
-    is its own transaction, which commits without waiting for the disk when it took a job."""
+    duplicate, late or foreign doorbell claims nothing, nor one whose tenant is at its plan's
+    cap of running jobs (``Plan.max_running``; the job stays pending for the cron). On an
+    autocommit connection the statement is its own transaction, which commits without waiting
+    for the disk when it took a job."""
     cursor = conn.cursor(row_factory=args_row(claim.ClaimedJob))
     return cursor.execute(
         query("claim_by_ids"),
@@ -143,6 +148,8 @@ def claim_doorbells(
             "leases": [s.lease_s for s in stages],
             "locked_by": run.locked_by,
             "run_id": run.run_id,
+            "plan_names": [p.name for p in run.plans.plans],
+            **run.plans.cap_params(),
         },
     ).fetchall()
 
@@ -153,9 +160,10 @@ def ring_all(
     doorbells: Sequence[Doorbell],
     *,
     conn: Connection | None = None,
+    plans: Plans = PLANS,
 ) -> RunResult:
     """Run a list of doorbells in one invocation (process mode, tests)."""
-    with doorbell_run(dsn, stages, conn=conn) as doorbell_invocation:
+    with doorbell_run(dsn, stages, conn=conn, plans=plans) as doorbell_invocation:
         for doorbell in doorbells:
             doorbell_invocation.ring(doorbell)
     return doorbell_invocation.run.result()
