@@ -235,7 +235,7 @@ def test_the_guides_batch_with_caps(conn: Connection, plans: Plans, batch: list[
         running=(keys["a"],),
     )
     due = load_workload(conn, "capped_guide", workload)
-    names = {job_id: f"{key[1].upper()}{age // 4 + 1}" for job_id, key, age in due}
+    names = {job_id: f"{key[1].upper()}{age // 4 + 1}" for job_id, key, age, _ in due}
     claimed = claim_batch(
         conn, "capped_guide", batch=6, lease_s=600, locked_by="guide", plans=plans
     )
