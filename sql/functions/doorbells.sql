@@ -62,20 +62,24 @@ grant execute on function fairqueue.mark_rung(uuid[]) to fairqueue_app;
 -- Doorbells' jobs claimed, one doorbell or a burst in one statement: each doorbell (p_ids and
 -- p_tenant_ids in step) takes only a pending, due job of its tenant, of a type the worker runs
 -- (each type's lease in p_leases), outside a paused group; then it is running, one attempt more,
--- leased to p_locked_by. A duplicate, late or foreign doorbell takes nothing. A caller whose transaction is clamped takes only doorbells inside its
--- clamp. Rows another transaction has locked are passed over rather than waited for: whoever
--- holds them is changing them, and two workers that heard the same burst never wait on each
--- other (nor deadlock, locking in different orders). When it takes a job, the transaction
--- commits without waiting for its WAL to reach disk, as every claim's does. Ids and tenants
--- only: the caller reads the rest under each tenant's clamp (read_claimed).
+-- leased to p_locked_by. A duplicate, late or foreign doorbell takes nothing. A caller whose
+-- transaction is clamped takes only doorbells inside its clamp. Rows another transaction has locked
+-- are passed over rather than waited for: whoever holds them is changing them, and two workers that
+-- heard the same burst never wait on each other (nor deadlock, locking in different orders). When
+-- it takes a job, the transaction commits without waiting for its WAL to reach disk, as every
+-- claim's does. Ids and tenants only: the caller reads the rest under each tenant's clamp
+-- (read_claimed).
 --
 -- A tenant on a capped plan (p_plan_caps beside p_plan_names, p_default_cap for a plan not named:
 -- sql/order/caps.sql) takes no more of a type's jobs than its room; a doorbell past it, or for a
 -- tenant another claimer is claiming for at that moment, takes nothing, and its job stays pending
 -- for the cron's claim.
+--
+-- A job of a type in p_cost_types (Stage(fair_by="cost")) counts its cost as served from its
+-- claim on, any other one (`counted`), as the cron's claim counts them (sql/order/claim.sql).
 create or replace function fairqueue.jobs_claim_by_ids(p_ids uuid[], p_tenant_ids text[],
     p_types text[], p_leases double precision[], p_locked_by text, p_run_id uuid,
-    p_plan_names text[], p_plan_caps integer[], p_default_cap integer)
+    p_plan_names text[], p_plan_caps integer[], p_default_cap integer, p_cost_types text[])
 returns table (id uuid, tenant_id text)
 language plpgsql security definer set search_path = pg_catalog, pg_temp
 as $$
@@ -97,6 +101,8 @@ begin
         'jobs_claim_by_ids: locked_by must be 1 to 200 characters');
     perform fairqueue.door_caps_arguments('jobs_claim_by_ids', p_plan_names, p_plan_caps,
                                           p_default_cap);
+    perform fairqueue.door_argument(p_cost_types is not null,
+        'jobs_claim_by_ids: the types counted by cost must be a list, empty for none');
     if fairqueue.any_cap(p_plan_caps, p_default_cap) then
         select coalesce(array_agg(r.type), '{}'), coalesce(array_agg(r.tenant_key), '{}'),
                coalesce(array_agg(r.room), '{}')
@@ -138,7 +144,8 @@ begin
          where j.status = 'pending'
            and j.run_after <= now()
            and not exists (select 1 from fairqueue.groups g
-                            where g.key = j.group_key and g.tenant_id is not distinct from j.tenant_id
+                            where g.key = j.group_key
+                              and g.tenant_id is not distinct from j.tenant_id
                               and g.status = 'paused')
            and j.id <> all(past_room)
          order by j.id
@@ -150,7 +157,8 @@ begin
            locked_at = now(),
            lease_until = now() + c.seconds * interval '1 second',
            locked_by = p_locked_by,
-           run_id = p_run_id
+           run_id = p_run_id,
+           counted = case when j.type = any(p_cost_types) then j.cost else 1 end
       from claimable c
      where j.id = c.id
     returning j.id, j.tenant_id;
@@ -159,8 +167,8 @@ begin
     end if;
 end $$;
 alter function fairqueue.jobs_claim_by_ids(uuid[], text[], text[], double precision[], text, uuid,
-    text[], integer[], integer) owner to fairqueue_owner;
+    text[], integer[], integer, text[]) owner to fairqueue_owner;
 revoke all on function fairqueue.jobs_claim_by_ids(uuid[], text[], text[], double precision[],
-    text, uuid, text[], integer[], integer) from public, fairqueue_app;
+    text, uuid, text[], integer[], integer, text[]) from public, fairqueue_app;
 grant execute on function fairqueue.jobs_claim_by_ids(uuid[], text[], text[], double precision[],
-    text, uuid, text[], integer[], integer) to fairqueue_app;
+    text, uuid, text[], integer[], integer, text[]) to fairqueue_app;

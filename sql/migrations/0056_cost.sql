@@ -42,6 +42,9 @@ drop function if exists fairqueue.claim_by_tenant_unchecked(text, integer, doubl
     text, uuid, text[], integer[], integer, integer[], integer);
 drop function if exists fairqueue.claim_by_tenant_picks(text, integer, text[], integer[],
     integer, boolean);
+-- The doorbell's claim takes the types counted by cost as well (after the caps' arguments).
+drop function if exists fairqueue.jobs_claim_by_ids(uuid[], text[], text[], double precision[],
+    text, uuid, text[], integer[], integer);
 
 -- Whoever reads a job, wherever it is, reads its cost and what it counts as served too.
 create or replace view fairqueue.all_jobs with (security_invoker = true) as

@@ -14,10 +14,12 @@ import pytest
 
 from fairqueue import Job, NewJob, Stage, define_quota, enqueue, enqueue_many, run_pipeline
 from fairqueue.db import Connection
+from fairqueue.doorbells import MemoryDoorbells, ringing
 from fairqueue.errors import ConfigurationError, FairqueueError
 from fairqueue.inputs import MAX_COST
 from fairqueue.lanes import admit
 from fairqueue.pipeline.claim import claim_batch, complete_claimed, fail_now, retry_or_fail
+from fairqueue.roles.worker import ring_all
 
 Stage("by_cost", handler=lambda _job: None, fair_by="cost")
 
@@ -240,3 +242,28 @@ def test_the_guides_batch_by_cost(conn: Connection, quantum: int, batch: list[st
     claimed = claim_batch(conn, "by_cost", batch=10, lease_s=60, locked_by="t", quantum=quantum)
     assert {names[c.id] for c in claimed} == set(batch)
     assert by_counter(conn) == {("by_cost", "/A"): 8, ("by_cost", "/B"): 8}
+
+
+@pytest.mark.timeout(60)
+def test_a_doorbell_counts_a_job_as_its_stage_counts_it(conn: Connection, dsn: str) -> None:
+    # The doorbell's claim counts as the cron's: the cost under fair_by="cost", else one.
+    by_cost = Stage("bell_by_cost", handler=lambda _job: None, delivery="doorbell", fair_by="cost")
+    by_jobs = Stage("bell_by_jobs", handler=lambda _job: None, delivery="doorbell")
+    bells = MemoryDoorbells()
+    ringing.use_doorbells(bells)
+    try:
+        costly = enqueue(conn, "bell_by_cost", {}, tenant_id="t", group_id="g", cost=7)
+        counted_one = enqueue(conn, "bell_by_jobs", {}, tenant_id="t", group_id="g", cost=7)
+        result = ring_all(dsn, [by_cost, by_jobs], bells.drain())
+    finally:
+        ringing.use_doorbells(None)
+    assert result.jobs_done == 2
+    counted = conn.execute(
+        "select id, counted from fairqueue.all_jobs where id = any(%s)", ([costly, counted_one],)
+    ).fetchall()
+    assert {r["id"]: r["counted"] for r in counted} == {costly: 7, counted_one: 1}
+    assert (
+        by_counter(conn)
+        == by_definition(conn)
+        == {("bell_by_cost", "t/g"): 7, ("bell_by_jobs", "t/g"): 1}
+    )

@@ -84,9 +84,15 @@ HOSTILE_CALLS = [
     f"select * from fairqueue.claim_by_tenant('served_kind', 10, 60, 'me', null, {PLANS},"
     f" {QUANTA}, array[0], 1000001)",
     "select * from fairqueue.jobs_claim_by_ids(array[gen_random_uuid()], array['b'],"
-    " array['served_kind'], array[60.0]::float8[], 'me', null, array['free'], array[1, 1], 0)",
+    " array['served_kind'], array[60.0]::float8[], 'me', null, array['free'], array[1, 1], 0,"
+    " '{}')",
     "select * from fairqueue.jobs_claim_by_ids(array[gen_random_uuid()], array['b'],"
-    " array['served_kind'], array[60.0]::float8[], 'me', null, array['free'], array[-1], 0)",
+    " array['served_kind'], array[60.0]::float8[], 'me', null, array['free'], array[-1], 0,"
+    " '{}')",
+    # The types counted by cost: a list, empty for none.
+    "select * from fairqueue.jobs_claim_by_ids(array[gen_random_uuid()], array['b'],"
+    " array['served_kind'], array[60.0]::float8[], 'me', null, array['free'], array[0], 0,"
+    " null)",
     "select fairqueue.tenant_rooms(array['served_kind'], array['b'], array['free'],"
     " array['free'], array[1], 0, false)",
     f"select * from fairqueue.claim('served_kind', 1000000, 10, 'me', null, {PLANS}, {QUANTA},"

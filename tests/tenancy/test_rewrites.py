@@ -216,7 +216,8 @@ def test_a_plan_is_set_only_for_the_clamps_tenant(
         ("select * from fairqueue.jobs_give_back(array[%s]::uuid[], 'b', 'w')", "b_running"),
         (
             "select * from fairqueue.jobs_claim_by_ids(array[%s]::uuid[], array['b'],"
-            " array['rewrite_kind'], array[60.0]::float8[], 'thief', null, '{}', '{}', 0)",
+            " array['rewrite_kind'], array[60.0]::float8[], 'thief', null, '{}', '{}', 0,"
+            " '{}')",
             "b_pending",
         ),
         (

@@ -65,7 +65,8 @@ select r.id, r.type, r.payload, r.tenant_id, r.group_id, r.attempts, r.max_attem
           from fairqueue.jobs_claim_by_ids(%(ids)s::uuid[], %(tenant_ids)s::text[],
                                            %(types)s::text[], %(leases)s::float8[],
                                            %(locked_by)s, %(run_id)s, %(plan_names)s,
-                                           %(plan_caps)s, %(default_cap)s) c) c
+                                           %(plan_caps)s, %(default_cap)s,
+                                           %(cost_types)s::text[]) c) c
  cross join lateral fairqueue.read_claimed(c.tenant_ids, c.ids, %(locked_by)s) r;
 
 -- name: stale_doorbells

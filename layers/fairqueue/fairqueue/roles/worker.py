@@ -150,6 +150,8 @@ def claim_doorbells(
             "run_id": run.run_id,
             "plan_names": [p.name for p in run.plans.plans],
             **run.plans.cap_params(),
+            # A stage fair by cost counts each job its cost from its claim on, as the cron's.
+            "cost_types": [s.name for s in stages if s.fair_by == "cost"],
         },
     ).fetchall()
 
