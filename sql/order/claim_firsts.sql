@@ -59,8 +59,10 @@ declare
     capped constant boolean := fairqueue.any_cap(p_plan_caps, p_default_cap);
     room_keys text[] := '{}';
     rooms integer[] := '{}';
-    capped_groups text[] := '{}';
-    capped_jobs fairqueue.ranked_job[];
+    -- The groups whose jobs a pass reads before it locks any: a capped tenant's, or all of
+    -- them when counted by cost.
+    read_first text[] := '{}';
+    read_jobs fairqueue.ranked_job[];
 begin
     -- The plans with standing groups, found by a skip scan, ranked into priority levels; within
     -- a level the plans' index orders are merged.
@@ -166,9 +168,15 @@ begin
                            array_fill(p_type, array[cardinality(met.keys)]), met.keys,
                            met.plans, p_plan_names, p_plan_caps, p_default_cap,
                            not p_hold_groups) r;
-                capped_groups := array(select k.group_key from unnest(heads) k
-                                        where fairqueue.group_tenant_key(k.group_key)
-                                              = any(room_keys));
+                read_first := array(select k.group_key from unnest(heads) k
+                                     where fairqueue.group_tenant_key(k.group_key)
+                                           = any(room_keys));
+            end if;
+            -- Counted by cost, a group's run is known once its jobs' costs are read: every
+            -- group's jobs are read first, and a job past the run is never locked (a job locked
+            -- and not taken would be passed over by other claimers until this claim commits).
+            if p_by_cost then
+                read_first := array(select k.group_key from unnest(heads) k);
             end if;
             -- Each group's oldest due jobs that no one holds, from its head on, as many as are
             -- left of its quantum; a paused group offers none. The jobs before the head are
@@ -182,8 +190,7 @@ begin
               into found_jobs
               from unnest(heads) as k
               cross join lateral (
-                  select j.group_key, j.id, j.created_at,
-                         case when p_by_cost then j.cost else 1 end as cost
+                  select j.group_key, j.id, j.created_at, 1 as cost
                     from fairqueue.jobs j
                    where j.type = p_type and j.status = 'pending'
                      and j.group_key = k.group_key and j.run_after <= now()
@@ -195,31 +202,15 @@ begin
                    order by j.type, j.group_key, j.created_at, j.id
                    limit k.quantum - k.served % k.quantum
                      for update of j skip locked) f
-             where k.group_key <> all(capped_groups);
-            -- Counted by cost, a group's run ends where the costs of its jobs before a job use up
-            -- the rest of its quantum (its first job is always in it); the jobs locked past
-            -- that stay locked, unoffered, until the claim ends. Counted by jobs, every job
-            -- locked is in the run already.
-            if p_by_cost then
-                select array_agg(row(f.group_key, f.served, f.plan, f.created_at, f.id,
-                                     f.quantum, f.cost)::fairqueue.ranked_job order by f.place)
-                  into found_jobs
-                  from (select f.*,
-                               sum(f.cost) over (partition by f.group_key
-                                                 order by f.created_at, f.id) - f.cost as before
-                          from rows from (unnest(found_jobs)) with ordinality
-                               as f (group_key, served, plan, created_at, id, quantum, cost,
-                                     place)) f
-                 where f.before < f.quantum - f.served % f.quantum;
-            end if;
-            -- A capped tenant's groups: the same jobs read without a lock (cut to each group's
-            -- run when counted by cost), the first of them in the order's order (level, its
-            -- run's first job, the job) as many as the tenant's room, and only those locked; the
-            -- room left for the passes after this one.
-            if cardinality(capped_groups) > 0 then
+             where k.group_key <> all(read_first);
+            -- The groups read first: the same jobs read without a lock, cut to each group's run
+            -- when counted by cost, of a capped tenant the first in the order's order (level,
+            -- its run's first job, the job) as many as its room, and only those kept locked;
+            -- a capped tenant's room left for the passes after this one.
+            if cardinality(read_first) > 0 then
                 select array_agg(row(c.group_key, c.served, c.plan, c.created_at, c.id,
                                      c.quantum, c.cost)::fairqueue.ranked_job)
-                  into capped_jobs
+                  into read_jobs
                   from (select c.*
                   from (select c.*,
                                row_number() over (partition by c.tenant_key
@@ -248,22 +239,22 @@ begin
                                                             and g.status = 'paused')
                                        order by j.type, j.group_key, j.created_at, j.id
                                        limit k.quantum - k.served % k.quantum) f
-                                 where k.group_key = any(capped_groups)
+                                 where k.group_key = any(read_first)
                                 window run as (partition by f.group_key
                                                order by f.created_at, f.id)) c
                          where c.before < c.quantum - c.served % c.quantum) c
-                          join unnest(room_keys, rooms) as r (tenant_key, room)
-                            on r.tenant_key = c.tenant_key
-                         where c.nth <= r.room
-                        -- Kept apart, so that only the jobs within the room are locked.
+                          left join unnest(room_keys, rooms) as r (tenant_key, room)
+                                 on r.tenant_key = c.tenant_key
+                         where c.nth <= coalesce(r.room, c.nth)
+                        -- Kept apart: only the jobs within the run and the room are locked.
                         offset 0) c
                  where exists (select 1 from fairqueue.jobs j
                                 where j.id = c.id and j.status = 'pending'
                                   and j.run_after <= now()
                                   for update of j skip locked);
-                found_jobs := coalesce(found_jobs, '{}') || coalesce(capped_jobs, '{}');
+                found_jobs := coalesce(found_jobs, '{}') || coalesce(read_jobs, '{}');
                 select coalesce(array_agg(greatest(0, r.room - (
-                                    select count(*) from unnest(capped_jobs) c
+                                    select count(*) from unnest(read_jobs) c
                                      where fairqueue.group_tenant_key(c.group_key)
                                            = r.tenant_key)) order by r.i), '{}')
                   into rooms

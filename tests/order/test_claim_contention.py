@@ -15,6 +15,7 @@ from fairqueue import PLANS, Plans, Stage, connect, run_pipeline
 from fairqueue.db import Connection
 from fairqueue.pipeline.claim import claim_batch
 from fairqueue.plans import Order, set_plan
+from fairqueue.stage import FairBy
 from support.rows import race
 
 BATCH = 50
@@ -30,12 +31,15 @@ def _due_pending(conn: Connection, job_type: str) -> int:
     return int(row["n"])
 
 
-def _backlog(conn: Connection, job_type: str, jobs: int, groups: int) -> list[str]:
+def _backlog(
+    conn: Connection, job_type: str, jobs: int, groups: int, *, costs: int = 1
+) -> list[str]:
+    """``jobs`` over ``groups`` groups of 200 tenants, costing 1 to ``costs`` in turn."""
     rows = conn.execute(
-        "insert into fairqueue.jobs (type, tenant_id, group_id)"
-        " select %s, 't' || (i %% 200), 'g' || (i %% %s) from generate_series(1, %s) i"
-        " returning id::text",
-        (job_type, groups, jobs),
+        "insert into fairqueue.jobs (type, tenant_id, group_id, cost)"
+        " select %s, 't' || (i %% 200), 'g' || (i %% %s), 1 + i %% %s"
+        " from generate_series(1, %s) i returning id::text",
+        (job_type, groups, costs, jobs),
     ).fetchall()
     conn.execute("analyze fairqueue.jobs")
     return [row["id"] for row in rows]
@@ -70,9 +74,17 @@ WEIGHED = Plans(
 )
 
 
-@pytest.mark.parametrize(("quantum", "order"), [(1, "priority"), (4, "priority"), (2, "shares")])
+@pytest.mark.parametrize(
+    ("quantum", "order", "fair_by"),
+    [
+        (1, "priority", "jobs"),
+        (4, "priority", "jobs"),
+        (2, "shares", "jobs"),
+        (4, "shares", "cost"),
+    ],
+)
 def test_concurrent_pipelines_stop_only_when_nothing_unheld_is_due(
-    conn: Connection, dsn: str, admin_dsn: str, quantum: int, order: Order
+    conn: Connection, dsn: str, admin_dsn: str, quantum: int, order: Order, fair_by: FairBy
 ) -> None:
     ran: list[str] = []
     lock = threading.Lock()
@@ -82,10 +94,17 @@ def test_concurrent_pipelines_stop_only_when_nothing_unheld_is_due(
             ran.append(str(job.id))
 
     stage = Stage(
-        f"crowded_q{quantum}_{order}", batch=BATCH, handler=record, quantum=quantum, order=order
+        f"crowded_q{quantum}_{order}_{fair_by}",
+        batch=BATCH,
+        handler=record,
+        quantum=quantum,
+        order=order,
+        fair_by=fair_by,
     )
     stages = [stage]
-    every = _backlog(conn, stage.name, jobs=8000, groups=1000)
+    # Counted by cost, jobs of costs 1 to 3 against a quantum of 4 (8 for the heaviest plan):
+    # a group's run ends within the jobs its quantum reads.
+    every = _backlog(conn, stage.name, jobs=8000, groups=1000, costs=3 if fair_by == "cost" else 1)
     for t in range(200):
         set_plan(conn, f"t{t}", WEIGHED.plans[t % 3].name, plans=WEIGHED)
     pipelines = 8
