@@ -16,6 +16,7 @@ COLOURS = {
     "fairqueue": "#1f77b4",
     "fairqueue_groups": "#aec7e8",
     "fairqueue_groups_q4": "#9edae5",
+    "fairqueue_widest_q4": "#17becf",
     "pgqueuer": "#ff7f0e",
     "procrastinate": "#2ca02c",
 }

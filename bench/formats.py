@@ -7,6 +7,7 @@ TITLES = {
     "fairqueue": "fairqueue",
     "fairqueue_groups": "fairqueue, many groups",
     "fairqueue_groups_q4": "fairqueue, many groups, quantum 4",
+    "fairqueue_widest_q4": "fairqueue, a job a group, quantum 4",
     "pgqueuer": "pgqueuer",
     "procrastinate": "procrastinate",
     "fairqueue_tenant": 'fairqueue, fair_share="tenant"',

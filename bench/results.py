@@ -27,8 +27,9 @@ FAIRQUEUE = "fairqueue"
 # The same pipeline over jobs in many groups and tenants (the peers' jobs have neither).
 FAIRQUEUE_GROUPS = "fairqueue_groups"
 FAIRQUEUE_GROUPS_Q4 = "fairqueue_groups_q4"
+FAIRQUEUE_WIDEST_Q4 = "fairqueue_widest_q4"
 # fairqueue's drains, each compared with every other system.
-FAIRQUEUE_DRAINS = (FAIRQUEUE, FAIRQUEUE_GROUPS, FAIRQUEUE_GROUPS_Q4)
+FAIRQUEUE_DRAINS = (FAIRQUEUE, FAIRQUEUE_GROUPS, FAIRQUEUE_GROUPS_Q4, FAIRQUEUE_WIDEST_Q4)
 BARE = "bare"
 
 

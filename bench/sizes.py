@@ -12,6 +12,8 @@ class Sizes:
     # Who owns the work: tenants (plans mixed) and fairness groups per tenant.
     tenants: int
     groups_per_tenant: int
+    # The widest drain's tenants, each of `groups_per_tenant` groups (bench/throughput.py).
+    widest_tenants: int
     # Drain: jobs preloaded and drained per run by every system, fairqueue's batch, the worker
     # counts compared, runs of each (the median is reported).
     throughput_jobs: int
@@ -129,6 +131,7 @@ FULL = Sizes(
     mode="full",
     tenants=200,
     groups_per_tenant=5,
+    widest_tenants=20_000,
     throughput_jobs=100_000,
     throughput_batch=100,
     invocations=(1, 4, 16),
@@ -198,6 +201,7 @@ SMOKE = Sizes(
     mode="smoke",
     tenants=10,
     groups_per_tenant=3,
+    widest_tenants=100,
     throughput_jobs=300,
     throughput_batch=20,
     invocations=(1, 2),

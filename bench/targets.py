@@ -34,7 +34,14 @@ from . import (
     shares,
 )
 from .formats import title
-from .results import BARE, FAIRQUEUE, FAIRQUEUE_GROUPS, FAIRQUEUE_GROUPS_Q4, Results
+from .results import (
+    BARE,
+    FAIRQUEUE,
+    FAIRQUEUE_GROUPS,
+    FAIRQUEUE_GROUPS_Q4,
+    FAIRQUEUE_WIDEST_Q4,
+    Results,
+)
 
 MIN_JAIN = 0.99
 MAX_P99_GROWTH = 2.0
@@ -406,6 +413,14 @@ def evaluate(results: Results) -> list[Target]:
             "drain >= pgqueuer's best (fairqueue's jobs in many groups, quantum 4)",
             1.0,
             FAIRQUEUE_GROUPS_Q4,
+        ),
+        _drain(
+            results,
+            "pgqueuer",
+            "drain >= 0.8 of pgqueuer's best (fairqueue's jobs in the widest load, a job a"
+            " group, quantum 4)",
+            0.8,
+            FAIRQUEUE_WIDEST_Q4,
         ),
     ]
     return [

@@ -1,13 +1,15 @@
 """Throughput: drain a preloaded backlog with 1..N concurrent invocations, each its own process.
 
-Four loops drain the same number of no-op jobs with the same batch size:
+The loops drain the same number of no-op jobs with the same batch size:
 
 - ``fairqueue``: `fairqueue.run_pipeline` with a no-op Stage (concurrency 1), as a cron
   invocation runs it: fair claim, then the handlers, then the jobs marked done. Its jobs are
   the peers' jobs: no tenant, no group.
 - ``fairqueue_groups``: the same, over jobs spread across every tenant and group of the load
   (1,000 groups of 200 tenants in the full run): what many groups and tenants cost the claim
-  and the per-tenant statements.
+  and the per-tenant statements; ``fairqueue_groups_q4`` with a quantum of 4.
+- ``fairqueue_widest_q4``: quantum 4 over the widest load (100,000 groups of 20,000 tenants in
+  the full run, a job a group): every job its group's last, so a batch writes a standing a job.
 - ``bare``: this machine's ceiling. A minimal table (bench.bare_jobs), ``FOR UPDATE SKIP
   LOCKED`` in ``run_after`` order through a partial index, no fairness, the batch completed by
   one UPDATE.
@@ -27,7 +29,7 @@ import queue
 import time
 import traceback
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from multiprocessing.synchronize import Barrier
 from typing import Any, Literal
 
@@ -41,7 +43,14 @@ from . import database, load
 from .errors import BenchError
 from .sizes import Sizes
 
-Loop = Literal["bare", "bare_jobs", "fairqueue", "fairqueue_groups", "fairqueue_groups_q4"]
+Loop = Literal[
+    "bare",
+    "bare_jobs",
+    "fairqueue",
+    "fairqueue_groups",
+    "fairqueue_groups_q4",
+    "fairqueue_widest_q4",
+]
 # In the order they run and are shown: the ceiling first.
 LOOPS: tuple[Loop, ...] = (
     "bare",
@@ -49,14 +58,25 @@ LOOPS: tuple[Loop, ...] = (
     "fairqueue",
     "fairqueue_groups",
     "fairqueue_groups_q4",
+    "fairqueue_widest_q4",
 )
-FAIRQUEUE_LOOPS: tuple[Loop, ...] = ("fairqueue", "fairqueue_groups", "fairqueue_groups_q4")
+FAIRQUEUE_LOOPS: tuple[Loop, ...] = (
+    "fairqueue",
+    "fairqueue_groups",
+    "fairqueue_groups_q4",
+    "fairqueue_widest_q4",
+)
 # The loops over many groups, and the quantum each one's stage takes.
-GROUP_LOOPS: dict[Loop, int] = {"fairqueue_groups": 1, "fairqueue_groups_q4": 4}
+GROUP_LOOPS: dict[Loop, int] = {
+    "fairqueue_groups": 1,
+    "fairqueue_groups_q4": 4,
+    "fairqueue_widest_q4": 4,
+}
 LOOP_TITLES: dict[Loop, str] = {
     "fairqueue": "fairqueue run_pipeline",
     "fairqueue_groups": "fairqueue run_pipeline, jobs in many groups and tenants",
     "fairqueue_groups_q4": "the same, Stage(quantum=4)",
+    "fairqueue_widest_q4": "the same over the widest load (a job or so a group), quantum 4",
     "bare": "bare SKIP LOCKED loop (ceiling)",
     "bare_jobs": "bare loop on fairqueue.jobs",
 }
@@ -79,6 +99,9 @@ def settings(batch: int, sizes: Sizes) -> dict[str, str]:
         " and a batch is read and marked done under each of its tenants' clamps in turn",
         "fairqueue_groups_q4": "the same with Stage(quantum=4): the group at the top of the"
         " order gives up to 4 jobs in a row",
+        "fairqueue_widest_q4": f"the same (quantum 4) over {widest(sizes).groups:,} groups of"
+        f" {widest(sizes).tenants:,} tenants: about a job a group, so every claimed job is its"
+        " group's last and a batch writes a standing for each",
     }
 
 
@@ -292,13 +315,22 @@ def worker(
     results.put(result)
 
 
+def widest(sizes: Sizes) -> Sizes:
+    """The owners of the widest drain: ``widest_tenants`` tenants of the load's groups each."""
+    return replace(sizes, tenants=sizes.widest_tenants)
+
+
 def preload(conn: Connection, sizes: Sizes, loop: Loop) -> None:
     database.reset(conn)
     if loop == "bare":
         conn.execute(BARE_PRELOAD, {"count": sizes.throughput_jobs})
         database.vacuum_analyze(conn, "bench.bare_jobs")
         return
-    if loop in GROUP_LOOPS:
+    if loop == "fairqueue_widest_q4":
+        owners = widest(sizes)
+        load.insert_owners(conn, owners)
+        load.insert_pending(conn, owners, JOB_TYPE, sizes.throughput_jobs)
+    elif loop in GROUP_LOOPS:
         load.create_owners(conn, sizes)
         load.insert_pending(conn, sizes, JOB_TYPE, sizes.throughput_jobs)
     else:

@@ -17,7 +17,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 PEERS = ("pgqueuer", "procrastinate")
-OURS = ("fairqueue", "fairqueue_groups", "fairqueue_groups_q4")
+OURS = ("fairqueue", "fairqueue_groups", "fairqueue_groups_q4", "fairqueue_widest_q4")
 SYSTEMS = ("bare", *OURS, *PEERS)
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 ADMISSION_WAYS = ("direct", "pooled", "fleet", "fleet_pooled")
