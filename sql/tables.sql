@@ -174,7 +174,6 @@ CREATE INDEX jobs_lane_idx ON fairqueue.jobs USING btree (tenant_id, lane, statu
 CREATE INDEX jobs_lease_idx ON fairqueue.jobs USING btree (type, lease_until) WHERE (lease_until IS NOT NULL);
 CREATE INDEX jobs_missing_result_idx ON fairqueue.jobs USING btree (finished_at) WHERE ((output IS NOT NULL) AND (result_at IS NULL) AND (status = 'done'::text));
 CREATE INDEX jobs_movable_idx ON fairqueue.jobs USING btree (finished_at) WHERE ((status = ANY (ARRAY['done'::text, 'failed'::text, 'cancelled'::text])) AND (NOT ((status = 'done'::text) AND (output IS NOT NULL) AND (result_at IS NULL))) AND (NOT give_up_owed));
-CREATE INDEX jobs_running_tenant_idx ON fairqueue.jobs USING btree (tenant_id, type) WHERE (status = 'running'::text);
 CREATE INDEX jobs_served_done_idx ON fairqueue.jobs USING btree (served_at) WHERE (status = 'done'::text);
 GRANT SELECT ON fairqueue.jobs TO fairqueue_app;
 

@@ -12,10 +12,12 @@ as $$
   limit p_limit)
 union all
 -- The least served with work waiting, each with its tenant's plan and running jobs of the type
--- (jobs_running_tenant_idx), so that a tenant at its plan's cap (Plan.max_running) can be told.
+-- (through jobs_lease_idx: a running job holds a lease), so that a tenant at its plan's cap
+-- (Plan.max_running) can be told.
 (select s.type, s.group_key, s.n, true, false, s.plan,
         (select count(*) from fairqueue.jobs j
-          where j.type = s.type and j.tenant_id = s.tenant_id and j.status = 'running')
+          where j.type = s.type and j.tenant_id = s.tenant_id and j.status = 'running'
+            and j.lease_until is not null)
    from fairqueue.served s
   where s.head_id is not null and not s.paused
   order by s.n, s.head_created_at, s.type, s.group_key

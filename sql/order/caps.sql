@@ -39,8 +39,8 @@ alter function fairqueue.any_cap(integer[], integer) owner to fairqueue_owner;
 revoke all on function fairqueue.any_cap(integer[], integer) from public, fairqueue_app;
 
 -- How many more jobs of its type each capped (type, tenant) of the arguments may have running
--- now: its cap less its running jobs of the type (jobs_running_tenant_idx), or 0 when another
--- transaction is claiming for it. Uncapped ones are left out. The first statement takes a
+-- now: its cap less its running jobs of the type (through jobs_lease_idx: a running job holds a
+-- lease), or 0 when another transaction is claiming for it. Uncapped ones are left out. The first statement takes a
 -- transaction lock per (type, tenant) (advisory, two-key form, class 'FQCA'; the lanes' and
 -- credits' classes are 'FQLN' and 'FQCR', fairqueue/lanes.py), so two claimers never both fill
 -- one tenant's room; without p_wait a tenant another holds is passed over (room 0), with it the
@@ -106,6 +106,7 @@ begin
                 else greatest(0, u.cap - (select count(*)
                                             from fairqueue.jobs j
                                            where j.type = u.type and j.status = 'running'
+                                             and j.lease_until is not null
                                              and j.tenant_id
                                                  = regexp_replace(u.key, '\\(.)', '\1', 'g'))
                              )::integer end

@@ -71,8 +71,8 @@ select status = 'paused' as paused
 -- type run now, which its plan's cap (Plan.max_running) is held against.
 select (select t.plan from fairqueue.tenants t where t.id = %(tenant_id)s) as plan,
        (select count(*) from fairqueue.jobs j
-         where j.type = %(type)s and j.tenant_id = %(tenant_id)s and j.status = 'running')
-           as running;
+         where j.type = %(type)s and j.tenant_id = %(tenant_id)s and j.status = 'running'
+           and j.lease_until is not null) as running;
 
 -- name: group_standing
 -- A door (sql/functions/job_info.sql): the group's place in its type's order, and the standings
