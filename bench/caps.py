@@ -11,7 +11,6 @@ it must not slow the rest (at least `MIN_OTHERS_RATIO` of the uncapped run's rat
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import threading
@@ -26,6 +25,7 @@ from fairqueue.plans import Plan, Plans
 from fairqueue.stage import Job, Stage
 
 from . import database
+from .alone import measured_alone
 from .errors import BenchError
 from .formats import table
 from .sizes import FULL, Sizes
@@ -269,12 +269,7 @@ def section(runs: Sequence[CapsRun], sizes: Sizes) -> list[str]:
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m bench.caps --dsn DSN``: this workload alone, at the full run's sizes, in a
     scratch database (superuser); prints its section of the report and the figures."""
-    parser = argparse.ArgumentParser(prog="python -m bench.caps", description=__doc__)
-    parser.add_argument("--dsn", required=True, help="a scratch database (superuser)")
-    args = parser.parse_args(argv)
-    database.prepare(args.dsn)
-    with connect(args.dsn, autocommit=True) as admin:
-        runs = measure(admin, args.dsn, FULL, lambda line: print(line, file=sys.stderr))
+    runs = measured_alone("python -m bench.caps", __doc__, measure, argv)
     print("\n".join(section(runs, FULL)))
     print(figures(runs))
     return 0

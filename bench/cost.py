@@ -12,7 +12,6 @@ instead, the dear tenant would take half the claims and a hundred times the cost
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import time
@@ -25,6 +24,7 @@ from fairqueue.pipeline import run_pipeline
 from fairqueue.stage import Job, Stage
 
 from . import database
+from .alone import measured_alone
 from .errors import BenchError
 from .formats import table
 from .sizes import FULL, Sizes
@@ -207,12 +207,7 @@ def section(runs: Sequence[CostRun], sizes: Sizes) -> list[str]:
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m bench.cost --dsn DSN``: this workload alone, at the full run's sizes, in a
     scratch database (superuser); prints its section of the report and the figures."""
-    parser = argparse.ArgumentParser(prog="python -m bench.cost", description=__doc__)
-    parser.add_argument("--dsn", required=True, help="a scratch database (superuser)")
-    args = parser.parse_args(argv)
-    database.prepare(args.dsn)
-    with connect(args.dsn, autocommit=True) as admin:
-        runs = measure(admin, args.dsn, FULL, lambda line: print(line, file=sys.stderr))
+    runs = measured_alone("python -m bench.cost", __doc__, measure, argv)
     print("\n".join(section(runs, FULL)))
     print(figures(runs))
     return 0

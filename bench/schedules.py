@@ -10,7 +10,6 @@ repeats; the median of each is reported.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import time
@@ -22,6 +21,7 @@ from fairqueue.db import Connection, connect
 from fairqueue.roles.scheduling import sweep_schedules
 
 from . import database
+from .alone import measured_alone
 from .formats import table
 from .sizes import FULL, Sizes
 
@@ -138,12 +138,7 @@ def section(runs: list[ScheduleSweepRun], sizes: Sizes) -> list[str]:
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m bench.schedules --dsn DSN``: this workload alone, at the full run's sizes,
     in a scratch database (superuser); prints its section of the report."""
-    parser = argparse.ArgumentParser(prog="python -m bench.schedules", description=__doc__)
-    parser.add_argument("--dsn", required=True, help="a scratch database (superuser)")
-    args = parser.parse_args(argv)
-    database.prepare(args.dsn)
-    with connect(args.dsn, autocommit=True) as admin:
-        runs = measure(admin, args.dsn, FULL, lambda line: print(line, file=sys.stderr))
+    runs = measured_alone("python -m bench.schedules", __doc__, measure, argv)
     print("\n".join(section(runs, FULL)))
     ratio = growth(runs)
     print(f"\ngrowth from the fewest schedules to the most: {ratio:.2f}x" if ratio else "")

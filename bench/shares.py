@@ -23,7 +23,6 @@ jobs per second over the same backlog (the plain fair drain), is the third figur
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import threading
@@ -39,6 +38,7 @@ from fairqueue.plans import Order, Plan, Plans
 from fairqueue.stage import Job, Stage
 
 from . import database
+from .alone import measured_alone
 from .errors import BenchError
 from .formats import table
 from .sizes import FULL, Sizes
@@ -312,12 +312,7 @@ def section(runs: Sequence[SharesRun], sizes: Sizes) -> list[str]:
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m bench.shares --dsn DSN``: this workload alone, at the full run's sizes, in a
     scratch database (superuser); prints its section of the report and the figures."""
-    parser = argparse.ArgumentParser(prog="python -m bench.shares", description=__doc__)
-    parser.add_argument("--dsn", required=True, help="a scratch database (superuser)")
-    args = parser.parse_args(argv)
-    database.prepare(args.dsn)
-    with connect(args.dsn, autocommit=True) as admin:
-        runs = measure(admin, args.dsn, FULL, lambda line: print(line, file=sys.stderr))
+    runs = measured_alone("python -m bench.shares", __doc__, measure, argv)
     print("\n".join(section(runs, FULL)))
     print(figures(runs))
     return 0
